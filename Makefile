@@ -1,0 +1,23 @@
+# `make demo` and `make test` each install what they need into .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check \
+		-r requirements.txt -r requirements-dev.txt
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV_PY) demo.py
+
+test: $(STAMP)
+	$(VENV_PY) -m pytest -q -n 2 --durations=15 tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache
