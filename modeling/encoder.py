@@ -1,0 +1,140 @@
+"""The BERT encoder network: embeddings, a stack of Transformer blocks, a pooler."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from modeling.config import BertConfig
+from modeling.layers.attention import attention_bias
+from modeling.layers.embeddings import BertEmbeddings
+from modeling.layers.transformer import TransformerBlock
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertEncoder(keras.Model):
+    """Maps `input_ids`, `input_mask`, `segment_ids` to contextual vectors.
+
+    Returns a dict with `sequence_output` [batch, seq, hidden] and
+    `pooled_output` [batch, hidden] (tanh dense on the [CLS] vector, which
+    the next-sentence task trains, so that it summarizes the pair). On request
+    it also returns `hidden_states` (the embedding output, then every block's
+    output) and `attentions` (each block's probabilities, float32).
+
+    `causal=True` gives the left-to-right model the paper compares against:
+    the same network where each position attends only to itself and earlier
+    positions.
+    """
+
+    def __init__(self, config: BertConfig, causal: bool = False,
+                 output_hidden_states: bool = False, output_attentions: bool = False,
+                 **kwargs):
+        kwargs.setdefault("name", "bert")
+        super().__init__(**kwargs)
+        self.config = config
+        self.causal = causal
+        self.output_hidden_states = output_hidden_states
+        self.output_attentions = output_attentions
+        self.embeddings = BertEmbeddings(
+            config.vocab_size, config.hidden_size, config.max_position_embeddings,
+            config.type_vocab_size, config.initializer_range, config.layer_norm_eps,
+            config.hidden_dropout_prob, name="embeddings")
+        self.blocks = [
+            TransformerBlock(config.hidden_size, config.num_attention_heads,
+                             config.intermediate_size, config.hidden_act,
+                             config.initializer_range, config.layer_norm_eps,
+                             config.hidden_dropout_prob, config.attention_probs_dropout_prob,
+                             name=f"layer_{index}")
+            for index in range(config.num_hidden_layers)]
+        self.pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh", name="pooler",
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=config.initializer_range))
+        self.build()
+
+    def build(self, input_shape=None):
+        self.embeddings.build()
+        for block in self.blocks:
+            block.build()
+        self.pooler.build((None, self.config.hidden_size))
+        self.built = True
+
+    @property
+    def embedding_table(self):
+        """The word-embedding matrix [vocab, hidden], shared with the LM output layer."""
+        return self.embeddings.word_embeddings
+
+    def call(self, inputs, training=None):
+        input_ids = inputs["input_ids"]
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = ops.ones_like(input_ids)
+        segment_ids = inputs.get("segment_ids")
+        if segment_ids is None:
+            segment_ids = ops.zeros_like(input_ids)
+
+        hidden = self.embeddings(input_ids, segment_ids, training=training)
+        bias = attention_bias(input_mask, causal=self.causal)
+        hidden_states, attentions = [hidden], []
+        for block in self.blocks:
+            if self.output_attentions:
+                hidden, probabilities = block(hidden, bias, training=training,
+                                              return_probabilities=True)
+                attentions.append(probabilities)
+            else:
+                hidden = block(hidden, bias, training=training)
+            hidden_states.append(hidden)
+
+        outputs = {"sequence_output": hidden, "pooled_output": self.pooler(hidden[:, 0])}
+        if self.output_hidden_states:
+            outputs["hidden_states"] = hidden_states
+        if self.output_attentions:
+            outputs["attentions"] = attentions
+        return outputs
+
+    def checkpoint_variables(self) -> dict:
+        """Every weight under its Google TF1 checkpoint name, in Google's shape."""
+        names = {
+            "bert/embeddings/word_embeddings": self.embeddings.word_embeddings,
+            "bert/embeddings/token_type_embeddings": self.embeddings.token_type_embeddings,
+            "bert/embeddings/position_embeddings": self.embeddings.position_embeddings,
+            **_layer_norm_names("bert/embeddings/LayerNorm", self.embeddings.layer_norm),
+            **_dense_names("bert/pooler/dense", self.pooler),
+        }
+        for index, block in enumerate(self.blocks):
+            prefix = f"bert/encoder/layer_{index}"
+            attention = block.attention
+            for part in ("query", "key", "value"):
+                names[f"{prefix}/attention/self/{part}/kernel"] = getattr(
+                    attention, f"{part}_kernel")
+                names[f"{prefix}/attention/self/{part}/bias"] = getattr(attention, f"{part}_bias")
+            names[f"{prefix}/attention/output/dense/kernel"] = attention.output_kernel
+            names[f"{prefix}/attention/output/dense/bias"] = attention.output_bias
+            names.update(_layer_norm_names(f"{prefix}/attention/output/LayerNorm",
+                                           block.attention_layer_norm))
+            names.update(_dense_names(f"{prefix}/intermediate/dense", block.intermediate))
+            names.update(_dense_names(f"{prefix}/output/dense", block.output_dense))
+            names.update(_layer_norm_names(f"{prefix}/output/LayerNorm",
+                                           block.output_layer_norm))
+        return names
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(config=self.config.to_dict(), causal=self.causal,
+                      output_hidden_states=self.output_hidden_states,
+                      output_attentions=self.output_attentions)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
+def _dense_names(prefix: str, dense: keras.layers.Dense) -> dict:
+    return {f"{prefix}/kernel": dense.kernel, f"{prefix}/bias": dense.bias}
+
+
+def _layer_norm_names(prefix: str, layer_norm: keras.layers.LayerNormalization) -> dict:
+    return {f"{prefix}/gamma": layer_norm.gamma, f"{prefix}/beta": layer_norm.beta}

@@ -1,0 +1,1 @@
+"""Keras layers that make up BERT: embeddings, self-attention, Transformer block."""

@@ -1,0 +1,89 @@
+"""Multi-head scaled dot-product self-attention with BERT's weight layout."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+# Added to the scores of masked keys (the original's value): the scores are
+# float32 here under every policy, where exp(-10000) underflows to exactly zero,
+# and a row with every key masked still gives finite probabilities.
+MASK_BIAS = -10000.0
+
+
+def attention_bias(input_mask, causal: bool = False):
+    """Additive float32 bias [batch, 1, query, key] from a [batch, key] padding mask.
+
+    With `causal=True` a query may also not look at later positions, which
+    turns the encoder into the left-to-right (GPT-style) model of the paper's
+    ablations.
+    """
+    allowed = ops.cast(input_mask, "float32")[:, None, None, :]
+    if causal:
+        length = ops.shape(input_mask)[1]
+        positions = ops.arange(length)
+        lower = ops.cast(positions[:, None] >= positions[None, :], "float32")
+        allowed = allowed * lower[None, None, :, :]
+    return (1.0 - allowed) * MASK_BIAS
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class SelfAttention(keras.layers.Layer):
+    """Self-attention followed by its output projection.
+
+    Query, key and value kernels are stored as three [hidden, hidden] weights,
+    exactly as in Google's checkpoints, but multiplied in as one concatenated
+    [hidden, 3 * hidden] matrix: one large matmul keeps the CPU and
+    accelerators busier than three small ones.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, initializer_range: float = 0.02,
+                 dropout_rate: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not divisible by {num_heads} heads")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.head_size = hidden_size // num_heads
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.dropout = keras.layers.Dropout(dropout_rate)
+
+    def build(self, input_shape=None):
+        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        size = self.hidden_size
+        for name in ("query", "key", "value", "output"):
+            setattr(self, f"{name}_kernel", self.add_weight(
+                shape=(size, size), initializer=initializer, name=f"{name}_kernel"))
+            setattr(self, f"{name}_bias", self.add_weight(
+                shape=(size,), initializer="zeros", name=f"{name}_bias"))
+        self.built = True
+
+    def call(self, hidden_states, bias, training=None, return_probabilities=False):
+        batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+        kernel = ops.concatenate([self.query_kernel, self.key_kernel, self.value_kernel], axis=1)
+        qkv_bias = ops.concatenate([self.query_bias, self.key_bias, self.value_bias], axis=0)
+        qkv = ops.matmul(hidden_states, kernel) + qkv_bias
+        qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
+        query, key, value = (qkv[:, :, i] for i in range(3))  # [batch, seq, heads, size]
+
+        # Scaling the query before the product keeps float16 scores in range.
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
+        probabilities = ops.softmax(scores, axis=-1)
+        dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training)
+        context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+        context = ops.reshape(context, (batch, length, self.hidden_size))
+        output = ops.matmul(context, self.output_kernel) + self.output_bias
+        if return_probabilities:
+            return output, probabilities
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                      initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
+        return config

@@ -1,0 +1,82 @@
+"""One post-LayerNorm Transformer encoder block, as in BERT."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from modeling.layers.activations import get_activation
+from modeling.layers.attention import SelfAttention
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class TransformerBlock(keras.layers.Layer):
+    """Attention and feed-forward sublayers, each `LayerNorm(x + Dropout(f(x)))`.
+
+    BERT normalizes *after* each residual sum (post-LN, as the original
+    Transformer). Pre-LN trains more stably, but every released BERT
+    checkpoint was trained post-LN and only gives its numbers that way.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int,
+                 hidden_act: str = "gelu", initializer_range: float = 0.02,
+                 layer_norm_eps: float = 1e-12, hidden_dropout_prob: float = 0.1,
+                 attention_probs_dropout_prob: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+
+        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.attention = SelfAttention(hidden_size, num_heads, initializer_range,
+                                       attention_probs_dropout_prob, name="attention")
+        self.attention_dropout = keras.layers.Dropout(hidden_dropout_prob)
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype="float32", name="attention_LayerNorm")
+        self.intermediate = keras.layers.Dense(
+            intermediate_size, activation=get_activation(hidden_act),
+            kernel_initializer=initializer, name="intermediate")
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=initializer, name="output_dense")
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob)
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype="float32", name="output_LayerNorm")
+
+    def build(self, input_shape=None):
+        shape = (None, None, self.hidden_size)
+        self.attention.build(shape)
+        self.attention_layer_norm.build(shape)
+        self.intermediate.build(shape)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.output_layer_norm.build(shape)
+        self.built = True
+
+    def call(self, hidden_states, bias, training=None, return_probabilities=False):
+        attended = self.attention(hidden_states, bias, training=training,
+                                  return_probabilities=return_probabilities)
+        if return_probabilities:
+            attended, probabilities = attended
+        attended = self.attention_dropout(attended, training=training)
+        hidden_states = ops.cast(self.attention_layer_norm(hidden_states + attended),
+                                 self.compute_dtype)
+        expanded = self.output_dense(self.intermediate(hidden_states))
+        expanded = self.output_dropout(expanded, training=training)
+        output = ops.cast(self.output_layer_norm(hidden_states + expanded), self.compute_dtype)
+        if return_probabilities:
+            return output, probabilities
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                      initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps,
+                      hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+        return config

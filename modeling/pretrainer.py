@@ -1,0 +1,220 @@
+"""The pre-training model: encoder + heads, with the paper's losses and metrics.
+
+`BertPretrainer` takes the features dict of the pre-training TFRecords and
+returns logits. Its `compute_loss` / `compute_metrics` make `fit` and
+`evaluate` work on those features directly (no separate labels), reporting
+the metrics the original wrote to `eval_results.txt`. The loss functions are
+also plain functions here, for custom training loops.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
+
+OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
+_ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _cross_entropy(labels, logits):
+    """Per-example softmax cross-entropy in float32."""
+    return keras.losses.sparse_categorical_crossentropy(
+        ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True)
+
+
+def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):
+    """sum(weights * CE) / (sum(weights) + 1e-5), as the original computed it.
+
+    The weights are 0 at the padding slots of `masked_lm_positions`, so this
+    is the mean over real predictions; the 1e-5 keeps a batch without any
+    prediction finite.
+    """
+    weights = ops.cast(masked_lm_weights, "float32")
+    per_position = _cross_entropy(masked_lm_ids, logits)
+    return ops.sum(weights * per_position) / (ops.sum(weights) + 1e-5)
+
+
+def next_sentence_loss(logits, next_sentence_labels):
+    """Mean cross-entropy of the IsNext (0) / NotNext (1) classifier."""
+    labels = ops.reshape(next_sentence_labels, (-1,))
+    return ops.mean(_cross_entropy(labels, logits))
+
+
+def _next_token_targets(input_ids, input_mask):
+    """Targets and weights for predicting token i+1 at position i, real tokens only."""
+    mask = ops.cast(input_mask, "float32")
+    return input_ids[:, 1:], mask[:, 1:] * mask[:, :-1]
+
+
+def left_to_right_lm_loss(logits, input_ids, input_mask):
+    """Mean next-token cross-entropy over real positions that have a next real token."""
+    targets, weights = _next_token_targets(input_ids, input_mask)
+    per_position = _cross_entropy(targets, logits[:, :-1])
+    return ops.sum(weights * per_position) / ops.maximum(ops.sum(weights), 1.0)
+
+
+def _weighted_mean(values, weights):
+    weights = ops.cast(weights, "float32")
+    return ops.sum(ops.cast(values, "float32") * weights) / ops.maximum(ops.sum(weights), 1e-5)
+
+
+def _correct(logits, labels):
+    return ops.equal(ops.argmax(logits, axis=-1), ops.cast(labels, "int64"))
+
+
+def masked_lm_accuracy(logits, masked_lm_ids, masked_lm_weights):
+    """Fraction of real masked positions predicted right (padding slots weigh 0)."""
+    return _weighted_mean(_correct(logits, masked_lm_ids), masked_lm_weights)
+
+
+def next_sentence_accuracy(logits, next_sentence_labels):
+    labels = ops.reshape(next_sentence_labels, (-1,))
+    return ops.mean(ops.cast(_correct(logits, labels), "float32"))
+
+
+def pretraining_losses(features: dict, outputs: dict, objective: str) -> dict:
+    """The terms of the paper's loss for `objective`, and their sum under "loss"."""
+    _check_objective(objective)
+    if objective == "ltr":
+        loss = left_to_right_lm_loss(outputs["lm_logits"], features["input_ids"],
+                                     features["input_mask"])
+        return {"lm_loss": loss, "loss": loss}
+    losses = {"masked_lm_loss": masked_lm_loss(
+        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])}
+    if objective == "mlm_nsp":
+        losses["next_sentence_loss"] = next_sentence_loss(
+            outputs["next_sentence_logits"], features["next_sentence_labels"])
+    losses["loss"] = sum(losses.values())
+    return losses
+
+
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown pre-training objective {objective!r}; expected one of "
+                         f"{', '.join(OBJECTIVES)}")
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertPretrainer(keras.Model):
+    """BERT with its pre-training heads, for one of three objectives.
+
+    - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);
+    - "mlm": masked LM only (the paper's "No NSP" ablation);
+    - "ltr": a causal encoder trained to predict the next token at every
+      position, the left-to-right (OpenAI GPT style) model of the ablations.
+
+    Outputs: "masked_lm_logits" [B, P, vocab], "next_sentence_logits" [B, 2],
+    or for "ltr" "lm_logits" [B, S, vocab]; all float32.
+    """
+
+    def __init__(self, config: BertConfig, objective: str = "mlm_nsp", **kwargs):
+        _check_objective(objective)
+        kwargs.setdefault("name", "bert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config
+        self.objective = objective
+        self.encoder = BertEncoder(config, causal=objective == "ltr", name="bert")
+        table = self.encoder.embedding_table
+        if objective == "ltr":
+            self.lm_head = LeftToRightLMHead(config, table)
+        else:
+            self.masked_lm_head = MaskedLMHead(config, table)
+        if objective == "mlm_nsp":
+            self.next_sentence_head = NextSentenceHead(config)
+        else:
+            # Only the next-sentence loss trains the pooler; freezing it
+            # otherwise spares the optimizer variables that never get a gradient.
+            self.encoder.pooler.trainable = False
+        # Streaming means over an epoch / evaluation, weighted as the original's
+        # tf.metrics: masked-LM figures by masked_lm_weights.
+        self.trackers = {name: keras.metrics.Mean(name=name) for name in self._metric_names()}
+        self.built = True
+
+    def _metric_names(self) -> tuple[str, ...]:
+        if self.objective == "ltr":
+            return ("lm_accuracy", "lm_loss")
+        names = ("masked_lm_accuracy", "masked_lm_loss")
+        if self.objective == "mlm_nsp":
+            names += ("next_sentence_accuracy", "next_sentence_loss")
+        return names
+
+    def call(self, features, training=None):
+        missing = [key for key in self._required_features() if key not in features]
+        if missing:
+            raise KeyError(f"pre-training features lack {', '.join(missing)} "
+                           f"(objective {self.objective!r})")
+        encoded = self.encoder({key: features[key] for key in _ENCODER_INPUTS},
+                               training=training)
+        if self.objective == "ltr":
+            return {"lm_logits": self.lm_head(encoded["sequence_output"])}
+        outputs = {"masked_lm_logits": self.masked_lm_head(
+            encoded["sequence_output"], features["masked_lm_positions"])}
+        if self.objective == "mlm_nsp":
+            outputs["next_sentence_logits"] = self.next_sentence_head(encoded["pooled_output"])
+        return outputs
+
+    def _required_features(self) -> tuple[str, ...]:
+        return _ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The paper's loss from the features in `x`; `y` is unused (labels are features)."""
+        loss = pretraining_losses(x, y_pred, self.objective)["loss"]
+        if self.losses:
+            loss = loss + ops.sum(self.losses)
+        # Gradients are summed over replicas, so each replica contributes its share.
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return loss / replicas if replicas > 1 else loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        trackers = self.trackers
+        if self.objective == "ltr":
+            targets, weights = _next_token_targets(x["input_ids"], x["input_mask"])
+            logits = y_pred["lm_logits"][:, :-1]
+            trackers["lm_accuracy"].update_state(
+                ops.cast(_correct(logits, targets), "float32"), sample_weight=weights)
+            trackers["lm_loss"].update_state(_cross_entropy(targets, logits),
+                                             sample_weight=weights)
+            return self.get_metrics_result()
+        logits, ids = y_pred["masked_lm_logits"], x["masked_lm_ids"]
+        weights = ops.cast(x["masked_lm_weights"], "float32")
+        trackers["masked_lm_accuracy"].update_state(
+            ops.cast(_correct(logits, ids), "float32"), sample_weight=weights)
+        trackers["masked_lm_loss"].update_state(_cross_entropy(ids, logits),
+                                                sample_weight=weights)
+        if self.objective == "mlm_nsp":
+            logits = y_pred["next_sentence_logits"]
+            labels = ops.reshape(x["next_sentence_labels"], (-1,))
+            trackers["next_sentence_accuracy"].update_state(
+                ops.cast(_correct(logits, labels), "float32"))
+            trackers["next_sentence_loss"].update_state(_cross_entropy(labels, logits))
+        return self.get_metrics_result()
+
+    def checkpoint_variables(self) -> dict[str, keras.Variable]:
+        """The encoder's Google names plus the heads' (`cls/...`)."""
+        names = dict(self.encoder.checkpoint_variables())
+        for head in self._heads():
+            names.update(head.checkpoint_variables())
+        return names
+
+    def _heads(self) -> list[keras.layers.Layer]:
+        if self.objective == "ltr":
+            return [self.lm_head]
+        heads = [self.masked_lm_head]
+        if self.objective == "mlm_nsp":
+            heads.append(self.next_sentence_head)
+        return heads
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(config=self.config.to_dict(), objective=self.objective)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)

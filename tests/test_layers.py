@@ -1,0 +1,203 @@
+"""BERT layers against plain numpy re-computations of the paper's formulas."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from modeling.layers.activations import get_activation
+from modeling.layers.attention import MASK_BIAS, SelfAttention, attention_bias
+from modeling.layers.embeddings import BertEmbeddings
+from modeling.layers.transformer import TransformerBlock
+
+B, S, H, HEADS, FFN = 2, 7, 16, 2, 24
+RNG = np.random.default_rng(1)
+
+
+def erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+def layer_norm(x, gamma, beta, eps=1e-12):
+    mean = x.mean(-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + eps) * gamma + beta
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def reference_attention(layer, x, mask):
+    """Three separate projections, as the paper writes them."""
+    w = {name: keras.ops.convert_to_numpy(getattr(layer, name)) for name in (
+        "query_kernel", "query_bias", "key_kernel", "key_bias", "value_kernel", "value_bias",
+        "output_kernel", "output_bias")}
+    size = H // HEADS
+
+    def heads(t):
+        return t.reshape(B, S, HEADS, size).transpose(0, 2, 1, 3)
+    q = heads(x @ w["query_kernel"] + w["query_bias"])
+    k = heads(x @ w["key_kernel"] + w["key_bias"])
+    v = heads(x @ w["value_kernel"] + w["value_bias"])
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size)
+    scores = scores + (1.0 - mask[:, None, None, :]) * MASK_BIAS
+    probs = softmax(scores)
+    context = (probs @ v).transpose(0, 2, 1, 3).reshape(B, S, H)
+    return context @ w["output_kernel"] + w["output_bias"], probs
+
+
+def random_weights(layer):
+    """Replace initial zeros/ones so biases and LayerNorm parameters are exercised."""
+    for variable in layer.weights:
+        variable.assign(RNG.normal(0, 0.3, variable.shape).astype("float32"))
+
+
+def padded_mask():
+    mask = np.ones((B, S), "float32")
+    mask[1, 4:] = 0
+    return mask
+
+
+@pytest.mark.parametrize("name, reference", [
+    ("gelu", lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2)))),
+    ("gelu_approximate",
+     lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+    ("relu", lambda x: np.maximum(x, 0))])
+def test_activations(name, reference):
+    x = np.linspace(-4, 4, 41).astype("float32")
+    result = keras.ops.convert_to_numpy(get_activation(name)(x))
+    np.testing.assert_allclose(result, reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_exact_and_approximate_gelu_differ():
+    x = np.array([-2.5, 1.7], "float32")
+    difference = get_activation("gelu")(x) - get_activation("gelu_approximate")(x)
+    assert np.abs(keras.ops.convert_to_numpy(difference)).max() > 1e-5
+
+
+def test_unknown_activation():
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        get_activation("swish")
+
+
+def test_attention_bias_padding_and_causal():
+    mask = np.array([[1, 1, 0]])
+    bias = keras.ops.convert_to_numpy(attention_bias(mask))
+    np.testing.assert_array_equal(bias, [[[[0, 0, MASK_BIAS]]]])
+    causal = keras.ops.convert_to_numpy(attention_bias(mask, causal=True))[0, 0]
+    expected = np.array([[0, 1, 1], [0, 0, 1], [0, 0, 1]]) * MASK_BIAS
+    np.testing.assert_array_equal(causal, expected)
+    assert causal.dtype == np.float32
+
+
+def test_attention_stores_google_shapes_and_initializers():
+    layer = SelfAttention(H, HEADS, initializer_range=0.05)
+    layer.build()
+    for name in ("query", "key", "value", "output"):
+        kernel = keras.ops.convert_to_numpy(getattr(layer, f"{name}_kernel"))
+        assert kernel.shape == (H, H)
+        assert np.abs(kernel).max() <= 2 * 0.05 and kernel.std() > 0.02
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(getattr(layer, f"{name}_bias")),
+                                      np.zeros(H))
+
+
+def test_fused_attention_matches_separate_projections():
+    layer = SelfAttention(H, HEADS, dropout_rate=0.0)
+    layer.build()
+    random_weights(layer)
+    x = RNG.normal(size=(B, S, H)).astype("float32")
+    mask = padded_mask()
+    output, probs = layer(x, attention_bias(mask), return_probabilities=True)
+    expected_output, expected_probs = reference_attention(layer, x, mask)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(probs), expected_probs, atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(output), expected_output,
+                               rtol=1e-4, atol=1e-4)
+    assert np.all(keras.ops.convert_to_numpy(probs)[1, :, :, 4:] == 0.0)
+
+
+def test_padded_keys_do_not_influence_real_positions():
+    layer = SelfAttention(H, HEADS, dropout_rate=0.0)
+    mask = padded_mask()
+    x = RNG.normal(size=(B, S, H)).astype("float32")
+    changed = x.copy()
+    changed[1, 4:] = RNG.normal(size=(S - 4, H))
+    bias = attention_bias(mask)
+    before = keras.ops.convert_to_numpy(layer(x, bias))
+    after = keras.ops.convert_to_numpy(layer(changed, bias))
+    np.testing.assert_array_equal(before[1, :4], after[1, :4])
+    np.testing.assert_array_equal(before[0], after[0])
+
+
+def test_transformer_block_is_post_layer_norm():
+    block = TransformerBlock(H, HEADS, FFN, hidden_act="gelu", layer_norm_eps=1e-12,
+                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    block.build()
+    random_weights(block)
+    x = RNG.normal(size=(B, S, H)).astype("float32")
+    mask = padded_mask()
+    output = keras.ops.convert_to_numpy(block(x, attention_bias(mask)))
+
+    def weights(layer):
+        return [keras.ops.convert_to_numpy(w) for w in layer.weights]
+    attended, _ = reference_attention(block.attention, x, mask)
+    hidden = layer_norm(x + attended, *weights(block.attention_layer_norm))
+    w1, b1 = weights(block.intermediate)
+    w2, b2 = weights(block.output_dense)
+    inner = hidden @ w1 + b1
+    inner = 0.5 * inner * (1 + erf(inner / math.sqrt(2)))
+    expected = layer_norm(hidden + inner @ w2 + b2, *weights(block.output_layer_norm))
+    np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_transformer_block_initializers():
+    block = TransformerBlock(H, HEADS, FFN, initializer_range=0.02)
+    block.build()
+    for variable in block.weights:
+        value = keras.ops.convert_to_numpy(variable)
+        if variable.name.endswith("kernel"):
+            assert np.abs(value).max() <= 0.04 and value.std() > 0.01, variable.path
+        elif variable.name.endswith("bias") or variable.name == "beta":
+            np.testing.assert_array_equal(value, 0.0, err_msg=variable.path)
+        else:
+            assert variable.name == "gamma"
+            np.testing.assert_array_equal(value, 1.0, err_msg=variable.path)
+
+
+def test_embeddings_sum_then_layer_norm():
+    layer = BertEmbeddings(vocab_size=11, hidden_size=H, max_position_embeddings=S + 3,
+                           type_vocab_size=2, layer_norm_eps=1e-12, dropout_rate=0.0)
+    layer.build()
+    random_weights(layer)
+    ids = RNG.integers(0, 11, (B, S))
+    segments = RNG.integers(0, 2, (B, S))
+    output = keras.ops.convert_to_numpy(layer(ids, segments))
+    word, token_type, position, gamma, beta = (
+        keras.ops.convert_to_numpy(v) for v in (
+            layer.word_embeddings, layer.token_type_embeddings, layer.position_embeddings,
+            layer.layer_norm.gamma, layer.layer_norm.beta))
+    expected = layer_norm(word[ids] + token_type[segments] + position[None, :S], gamma, beta)
+    np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
+    assert (word.shape, token_type.shape, position.shape) == ((11, H), (2, H), (S + 3, H))
+
+
+def test_embeddings_reject_sequences_longer_than_positions():
+    layer = BertEmbeddings(11, H, max_position_embeddings=4, type_vocab_size=2)
+    with pytest.raises(ValueError, match="input_ids has 7 positions but the model has only "
+                                         "max_position_embeddings=4"):
+        layer(np.zeros((1, 7), "int32"), np.zeros((1, 7), "int32"))
+
+
+@pytest.mark.parametrize("layer", [
+    SelfAttention(H, HEADS, initializer_range=0.03, dropout_rate=0.2, name="attention"),
+    TransformerBlock(H, HEADS, FFN, hidden_act="relu", layer_norm_eps=1e-6, name="layer_3"),
+    BertEmbeddings(11, H, 9, 3, initializer_range=0.01, layer_norm_eps=1e-5, name="emb")])
+def test_get_config_round_trip(layer):
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+    serialized = keras.saving.serialize_keras_object(layer)
+    assert serialized["registered_name"].startswith("bert>")
+    assert keras.saving.deserialize_keras_object(serialized).get_config() == config
