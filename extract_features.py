@@ -131,6 +131,7 @@ def main(argv: list[str]) -> None:
     if report.missing:
         raise ValueError(f"{FLAGS.init_checkpoint} lacks encoder weights: "
                          f"{', '.join(sorted(report.missing))}")
+    logging.info(report.summary())
 
     output_dir = os.path.dirname(os.path.abspath(FLAGS.output_file))
     os.makedirs(output_dir, exist_ok=True)

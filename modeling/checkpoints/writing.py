@@ -1,0 +1,102 @@
+"""Writes a model's weights: this project's checkpoints, Google TF1 and Hugging Face files.
+
+Own checkpoints are object-based (`tf.train.Checkpoint`), so a training run
+can put the optimizer, the step and the input position beside the model and
+resume from one file; the weights go under `weights/named/` keyed by their
+Google names, which lets any model class read them back (see `readers`).
+
+The Google export is name-based, as TF1's Saver wrote it, so the original
+repository's scripts can load it with `--init_checkpoint`; the Hugging Face
+export is a folder that `transformers.BertForPreTraining.from_pretrained`
+(or `BertModel`) reads. Both are written under temporary names and moved
+into place complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from modeling.checkpoints import names
+from modeling.config import BertConfig
+
+
+class NamedWeights(tf.Module):
+    """A model's variables under their Google names, as one trackable object."""
+
+    def __init__(self, variables: dict):
+        super().__init__(name="weights")
+        self.named = dict(variables)
+
+
+def training_checkpoint(model, **extra) -> tf.train.Checkpoint:
+    """A `tf.train.Checkpoint` with the model's named weights plus `extra` objects.
+
+    Pass the optimizer, a step counter or a dataset iterator as `extra` to
+    save and restore them with the weights.
+    """
+    return tf.train.Checkpoint(weights=NamedWeights(model.checkpoint_variables()), **extra)
+
+
+def save_checkpoint(model, prefix: str | os.PathLike) -> str:
+    """Writes the model's weights in this project's format; returns the checkpoint path."""
+    return training_checkpoint(model).write(os.fspath(prefix))
+
+
+def export_google_checkpoint(model, prefix: str | os.PathLike) -> str:
+    """Writes a TF1 name-based checkpoint (`PREFIX.index`, `PREFIX.data-*`) with Google names."""
+    prefix = os.fspath(prefix)
+    folder = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(folder, exist_ok=True)
+    variables = model.checkpoint_variables()
+    ordered = sorted(variables)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as staging:
+        staged = os.path.join(staging, os.path.basename(prefix))
+        tf.raw_ops.SaveV2(prefix=staged, tensor_names=ordered,
+                          shape_and_slices=[""] * len(ordered),
+                          tensors=[tf.convert_to_tensor(variables[name]) for name in ordered])
+        written = sorted(os.listdir(staging))
+        # The index names the data files, so it goes into place last.
+        for file in sorted(written, key=lambda name: name.endswith(".index")):
+            os.replace(os.path.join(staging, file), os.path.join(folder, file))
+    return prefix
+
+
+def export_huggingface(model, folder: str | os.PathLike, config: BertConfig) -> Path:
+    """Writes `model.safetensors` and `config.json` that Hugging Face's BERT classes load."""
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {}
+    for google_name, variable in model.checkpoint_variables().items():
+        hf_name, transposed = names.google_to_huggingface(google_name)
+        value = np.asarray(variable.numpy(), dtype=np.float32)
+        tensors[hf_name] = np.ascontiguousarray(value.T if transposed else value)
+    hf_config = config.to_dict()
+    if hf_config["hidden_act"] == "gelu_approximate":
+        hf_config["hidden_act"] = "gelu_new"
+    if "cls.seq_relationship.weight" in tensors:
+        architecture = "BertForPreTraining"
+    elif "cls.predictions.bias" in tensors:
+        architecture = "BertForMaskedLM"
+    else:
+        architecture = "BertModel"
+    hf_config.update(model_type="bert", architectures=[architecture])
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    try:
+        save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        (staging / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
