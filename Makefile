@@ -19,5 +19,19 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV_PY) -m pytest -q -n 2 --durations=15 tests
 
+# Benchmarks run peers (keras-hub, Hugging Face tokenizers) in their own environment.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): requirements.txt benchmarks/requirements.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r benchmarks/requirements.txt
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/tokenization_speed.py
+	$(BENCH_VENV)/bin/python benchmarks/encoder_speed.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache
