@@ -15,7 +15,6 @@ import collections
 import json
 import os
 import re
-import sys
 import tempfile
 from typing import Iterator
 
@@ -148,14 +147,7 @@ def main(argv: list[str]) -> None:
     logging.info("Wrote features of %d texts to %s", len(texts), FLAGS.output_file)
 
 
-def run() -> None:
-    """Entry point that turns expected input errors into a message and exit code 1."""
-    try:
-        app.run(main)
-    except (ValueError, OSError) as error:
-        print(f"extract_features.py: error: {error}", file=sys.stderr)
-        sys.exit(1)
-
-
 if __name__ == "__main__":
-    run()
+    from training.cli import run
+
+    run(main)

@@ -1,0 +1,196 @@
+"""Fine-tuning models: the paper's task heads on top of the encoder (Figure 4).
+
+Each model takes the packed inputs (`input_ids`, `input_mask`,
+`segment_ids`) and returns float32 logits; each lists its weights under
+Google-style names (`checkpoint_variables()`) so that a pre-trained
+checkpoint fills the encoder and a fine-tuned one reloads whole. Head
+weights are stored [outputs, hidden], the orientation the original
+`run_classifier.py` / `run_squad.py` used (`output_weights`,
+`cls/squad/output_weights`), so their checkpoints load too.
+
+The left-to-right (GPT-style) variant of the classifier cannot read the
+[CLS] vector: under causal attention the first position sees only itself.
+It classifies from the last real token instead, as GPT does with its final
+"extract" token, and can add the language-model loss on the same inputs
+(GPT's L3 = L2 + lambda * L1).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.heads import LeftToRightLMHead
+from modeling.pretrainer import left_to_right_lm_loss
+
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+class OutputProjection(keras.layers.Layer):
+    """logits = x . W^T + b with W stored [units, hidden], under a Google-style name."""
+
+    def __init__(self, units: int, hidden_size: int, initializer_range: float,
+                 checkpoint_prefix: str, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.hidden_size = hidden_size
+        self.checkpoint_prefix = checkpoint_prefix
+        self.supports_masking = True  # a BiLSTM below hands its padding mask on
+        self.output_weights = self.add_weight(
+            shape=(units, hidden_size), name="output_weights",
+            initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+        self.output_bias = self.add_weight(shape=(units,), initializer="zeros",
+                                           name="output_bias")
+        self.built = True
+
+    def call(self, hidden):
+        weights = ops.cast(self.output_weights, hidden.dtype)
+        logits = ops.matmul(hidden, ops.transpose(weights))
+        return ops.cast(logits, "float32") + self.output_bias
+
+    def checkpoint_variables(self) -> dict:
+        prefix = f"{self.checkpoint_prefix}/" if self.checkpoint_prefix else ""
+        return {f"{prefix}output_weights": self.output_weights,
+                f"{prefix}output_bias": self.output_bias}
+
+
+class _FineTuningModel(keras.Model):
+    """Shared wiring: an encoder named "bert", dropout, and checkpoint names."""
+
+    def __init__(self, config: BertConfig, causal: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.causal = causal
+        self.encoder = BertEncoder(config, causal=causal, name="bert")
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+    def encode(self, features, training=None) -> dict:
+        return self.encoder({key: features[key] for key in ENCODER_INPUTS if key in features},
+                            training=training)
+
+    def head_variables(self) -> dict:
+        raise NotImplementedError
+
+    def checkpoint_variables(self) -> dict:
+        return {**self.encoder.checkpoint_variables(), **self.head_variables()}
+
+
+class BertClassifier(_FineTuningModel):
+    """Sentence (pair) classification: K logits, or one score for regression (STS-B)."""
+
+    def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
+                 lm_aux_weight: float = 0.0, **kwargs):
+        kwargs.setdefault("name", "bert_classifier")
+        super().__init__(config, causal=causal, **kwargs)
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be at least 1, got {num_labels}")
+        if lm_aux_weight and not causal:
+            raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
+        self.num_labels = num_labels
+        self.lm_aux_weight = float(lm_aux_weight)
+        self.classifier = OutputProjection(num_labels, config.hidden_size,
+                                           config.initializer_range, "", name="classifier")
+        self.lm_head = (LeftToRightLMHead(config, self.encoder.embedding_table)
+                        if self.lm_aux_weight else None)
+
+    def call(self, features, training=None):
+        encoded = self.encode(features, training)
+        if self.causal:
+            summary = _last_real_token(encoded["sequence_output"], features["input_mask"])
+        else:
+            summary = encoded["pooled_output"]
+        logits = self.classifier(self.dropout(summary, training=training))
+        if self.lm_head is not None and training:
+            lm_logits = self.lm_head(encoded["sequence_output"])
+            self.add_loss(self.lm_aux_weight * left_to_right_lm_loss(
+                lm_logits, features["input_ids"], features["input_mask"]))
+        return logits[:, 0] if self.num_labels == 1 else logits
+
+    def head_variables(self) -> dict:
+        names = self.classifier.checkpoint_variables()
+        if self.lm_head is not None:
+            names.update(self.lm_head.checkpoint_variables())
+        return names
+
+
+class BertMultipleChoice(_FineTuningModel):
+    """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        kwargs.setdefault("name", "bert_multiple_choice")
+        super().__init__(config, **kwargs)
+        self.scorer = OutputProjection(1, config.hidden_size, config.initializer_range,
+                                       "multiple_choice", name="scorer")
+
+    def call(self, features, training=None):
+        shape = ops.shape(features["input_ids"])  # [batch, choices, seq]
+        flat = {key: ops.reshape(features[key], (-1, shape[-1])) for key in ENCODER_INPUTS}
+        pooled = self.encode(flat, training)["pooled_output"]
+        scores = self.scorer(self.dropout(pooled, training=training))
+        return ops.reshape(scores, (-1, shape[1]))
+
+    def head_variables(self) -> dict:
+        return self.scorer.checkpoint_variables()
+
+
+class BertSpanModel(_FineTuningModel):
+    """SQuAD: start and end logits per position (the paper's vectors S and E).
+
+    `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
+    the encoder and the span layer, Table 5's "+ BiLSTM" row.
+    """
+
+    def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
+        kwargs.setdefault("name", "bert_span")
+        super().__init__(config, **kwargs)
+        self.bilstm_units = bilstm_units
+        self.bilstm = keras.layers.Bidirectional(
+            keras.layers.LSTM(bilstm_units, return_sequences=True), name="bilstm") \
+            if bilstm_units else None
+        if self.bilstm is not None:
+            self.bilstm.build((None, None, config.hidden_size))
+        width = 2 * bilstm_units if bilstm_units else config.hidden_size
+        self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
+                                     name="span")
+
+    def call(self, features, training=None):
+        sequence = self.encode(features, training)["sequence_output"]
+        if self.bilstm is not None:
+            sequence = self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
+                                   training=training)
+        logits = self.span(sequence)
+        return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+
+    def head_variables(self) -> dict:
+        names = self.span.checkpoint_variables()
+        if self.bilstm is not None:
+            names.update({f"bilstm/{variable.path}": variable
+                          for variable in self.bilstm.weights})
+        return names
+
+
+class BertTokenTagger(_FineTuningModel):
+    """Token tagging (NER): K logits at every position, no CRF, as the paper."""
+
+    def __init__(self, config: BertConfig, num_labels: int, **kwargs):
+        kwargs.setdefault("name", "bert_tagger")
+        super().__init__(config, **kwargs)
+        self.num_labels = num_labels
+        self.tagger = OutputProjection(num_labels, config.hidden_size,
+                                       config.initializer_range, "ner", name="tagger")
+
+    def call(self, features, training=None):
+        sequence = self.encode(features, training)["sequence_output"]
+        return self.tagger(self.dropout(sequence, training=training))
+
+    def head_variables(self) -> dict:
+        return self.tagger.checkpoint_variables()
+
+
+def _last_real_token(sequence_output, input_mask):
+    """The hidden vector at each row's last unpadded position: [batch, hidden]."""
+    last = ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1
+    last = ops.maximum(last, 0)
+    return ops.take_along_axis(sequence_output, last[:, None, None], axis=1)[:, 0]
