@@ -93,6 +93,38 @@ def pretraining_losses(features: dict, outputs: dict, objective: str) -> dict:
     return losses
 
 
+def pretraining_metric_sums(features: dict, outputs: dict, objective: str) -> dict:
+    """{metric: (weighted sum, total weight)} for one batch, to be summed over batches.
+
+    Summing numerators and denominators separately, then dividing once,
+    gives the streaming means the original's `tf.metrics.mean` reported
+    (masked-LM figures weighted by `masked_lm_weights`), also across replicas.
+    """
+    _check_objective(objective)
+    if objective == "ltr":
+        targets, weights = _next_token_targets(features["input_ids"], features["input_mask"])
+        logits = outputs["lm_logits"][:, :-1]
+        return _sums({"lm_accuracy": _correct(logits, targets),
+                      "lm_loss": _cross_entropy(targets, logits)}, weights)
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+    logits, ids = outputs["masked_lm_logits"], features["masked_lm_ids"]
+    sums = _sums({"masked_lm_accuracy": _correct(logits, ids),
+                  "masked_lm_loss": _cross_entropy(ids, logits)}, weights)
+    if objective == "mlm_nsp":
+        logits = outputs["next_sentence_logits"]
+        labels = ops.reshape(features["next_sentence_labels"], (-1,))
+        ones = ops.ones_like(ops.cast(labels, "float32"))
+        sums.update(_sums({"next_sentence_accuracy": _correct(logits, labels),
+                           "next_sentence_loss": _cross_entropy(labels, logits)}, ones))
+    return sums
+
+
+def _sums(values: dict, weights) -> dict:
+    total = ops.sum(weights)
+    return {name: (ops.sum(ops.cast(value, "float32") * weights), total)
+            for name, value in values.items()}
+
+
 def _check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown pre-training objective {objective!r}; expected one of "

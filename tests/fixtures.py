@@ -1,0 +1,49 @@
+"""Small synthetic inputs shared by the end-to-end tests of the runners."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+TINY_CONFIG = {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "intermediate_size": 64,
+               "max_position_embeddings": 64}
+
+
+def write_tiny_config(path: Path, **changes) -> Path:
+    path.write_text(json.dumps({**TINY_CONFIG, **changes}))
+    return path
+
+
+def write_pretraining_records(path: Path, count: int, max_seq_length: int = 32,
+                              max_predictions_per_seq: int = 5, seed: int = 0) -> Path:
+    """Records in the original schema: random ids, 3 masked positions, random NSP labels."""
+    generator = np.random.default_rng(seed)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(count):
+            length = int(generator.integers(10, max_seq_length + 1))
+            ids = np.zeros(max_seq_length, int)
+            ids[:length] = generator.integers(5, TINY_CONFIG["vocab_size"], length)
+            mask = (np.arange(max_seq_length) < length).astype(int)
+            segments = ((np.arange(max_seq_length) >= length // 2) & (mask == 1)).astype(int)
+            positions = np.zeros(max_predictions_per_seq, int)
+            positions[:3] = np.sort(generator.choice(np.arange(1, length - 1), 3, replace=False))
+            masked_ids = np.zeros(max_predictions_per_seq, int)
+            masked_ids[:3] = ids[positions[:3]]
+            ids[positions[:3]] = 4
+            weights = np.zeros(max_predictions_per_seq)
+            weights[:3] = 1.0
+            features = {"input_ids": ints(ids), "input_mask": ints(mask),
+                        "segment_ids": ints(segments), "masked_lm_positions": ints(positions),
+                        "masked_lm_ids": ints(masked_ids),
+                        "masked_lm_weights": tf.train.Feature(
+                            float_list=tf.train.FloatList(value=weights)),
+                        "next_sentence_labels": ints([generator.integers(0, 2)])}
+            example = tf.train.Example(features=tf.train.Features(feature=features))
+            writer.write(example.SerializeToString())
+    return path

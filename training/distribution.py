@@ -1,0 +1,100 @@
+"""A tf.distribute strategy and a Keras precision policy from the runners' flags.
+
+The strategies differ in how they find their devices:
+
+- "one_device": the first GPU if `num_gpus` > 0, else the CPU;
+- "mirrored": `num_gpus` GPUs of this machine; with `num_gpus=0`, every
+  logical CPU device (one unless `tf.config.set_logical_device_configuration`
+  split the CPU, which is how tests exercise replica logic without GPUs);
+- "multi_worker_mirrored": the cluster that the `TF_CONFIG` environment
+  variable describes (without it, a cluster of this one worker);
+- "tpu": a Cloud TPU by name or `grpc://` address, or the local TPU VM.
+
+Connecting to an address where no TPU listens blocks indefinitely inside
+TensorFlow, so the connection runs in a daemon thread that is abandoned
+after `tpu_timeout_s` with an error naming the address.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import keras
+import tensorflow as tf
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def get_strategy(distribution_strategy: str = "one_device", num_gpus: int = 0,
+                 tpu: str | None = None, tpu_timeout_s: float = 60) -> tf.distribute.Strategy:
+    """Builds the strategy named by `--distribution_strategy`.
+
+    Call it first thing: "multi_worker_mirrored" configures collective ops,
+    which TensorFlow refuses once it has run any op, and logical devices
+    must be set up before that too.
+    """
+    if distribution_strategy not in STRATEGIES:
+        raise ValueError(f"unknown distribution_strategy {distribution_strategy!r}; expected "
+                         f"one of {', '.join(STRATEGIES)}")
+    if num_gpus < 0:
+        raise ValueError(f"num_gpus must be >= 0, got {num_gpus}")
+    if distribution_strategy == "tpu":
+        return _tpu_strategy(tpu, tpu_timeout_s)
+    if distribution_strategy == "multi_worker_mirrored":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    _check_gpus(num_gpus)
+    if distribution_strategy == "one_device":
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus else "/cpu:0")
+    if num_gpus:
+        devices = [f"/gpu:{index}" for index in range(num_gpus)]
+    else:
+        devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+
+
+def _check_gpus(num_gpus: int) -> None:
+    available = len(tf.config.list_physical_devices("GPU"))
+    if num_gpus > available:
+        raise ValueError(f"num_gpus={num_gpus}, but TensorFlow sees {available} GPU(s)")
+
+
+def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrategy:
+    """Resolves, connects to and initializes the TPU, giving up after `timeout_s`."""
+    outcome: dict[str, object] = {}
+
+    def connect() -> None:
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+            if tpu not in (None, "", "local"):
+                tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+            outcome["resolver"] = resolver
+        except Exception as error:  # re-raised in the caller's thread below
+            outcome["error"] = error
+
+    where = tpu or "the local TPU"
+    thread = threading.Thread(target=connect, name="tpu-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f"no TPU answered at {where} within {timeout_s:g} s; check --tpu "
+                           "and that the TPU is running and reachable from this machine")
+    if "error" in outcome:
+        raise RuntimeError(f"could not connect to the TPU at {where}: "
+                           f"{outcome['error']}") from outcome["error"]
+    return tf.distribute.TPUStrategy(outcome["resolver"])
+
+
+def set_precision(dtype: str = "float32") -> keras.DTypePolicy:
+    """Sets Keras' global dtype policy from `--dtype` and returns it.
+
+    Must run before the model is built. Mixed policies compute in 16 bits and
+    keep variables in float32; with "mixed_float16", `model.compile` wraps
+    the optimizer in a `LossScaleOptimizer` so small gradients do not
+    underflow (bfloat16 has float32's range and needs no loss scaling).
+    """
+    if dtype not in PRECISIONS:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(PRECISIONS)}")
+    keras.mixed_precision.set_dtype_policy(dtype)
+    return keras.mixed_precision.dtype_policy()
