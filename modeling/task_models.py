@@ -189,6 +189,37 @@ class BertTokenTagger(_FineTuningModel):
         return self.tagger.checkpoint_variables()
 
 
+def _cross_entropy(labels, logits):
+    return keras.losses.sparse_categorical_crossentropy(
+        ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True)
+
+
+def classification_loss(features: dict, logits) -> dict:
+    """Mean cross-entropy against `label_ids` (also multiple choice: one label per row)."""
+    return {"loss": ops.mean(_cross_entropy(features["label_ids"], logits))}
+
+
+def regression_loss(features: dict, scores) -> dict:
+    """Mean squared error against float `label_ids` (STS-B)."""
+    return {"loss": ops.mean(ops.square(scores - ops.cast(features["label_ids"], "float32")))}
+
+
+def span_loss(features: dict, outputs: dict) -> dict:
+    """Mean of the start and end cross-entropies, as the original run_squad.py."""
+    start = ops.mean(_cross_entropy(features["start_positions"], outputs["start_logits"]))
+    end = ops.mean(_cross_entropy(features["end_positions"], outputs["end_logits"]))
+    return {"loss": (start + end) / 2.0, "start_loss": start, "end_loss": end}
+
+
+def tagging_loss(features: dict, logits) -> dict:
+    """Mean cross-entropy over labelled positions; `label_ids` < 0 (sub-tokens, padding,
+    context) carry no loss, the paper's "X" positions."""
+    labels = features["label_ids"]
+    weights = ops.cast(labels >= 0, "float32")
+    per_token = _cross_entropy(ops.maximum(labels, 0), logits)
+    return {"loss": ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)}
+
+
 def _last_real_token(sequence_output, input_mask):
     """The hidden vector at each row's last unpadded position: [batch, hidden]."""
     last = ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1

@@ -1,0 +1,106 @@
+"""run_classifier.py end to end on tiny files in the GLUE layouts: sweep, metrics, outputs."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.fixtures import write_tiny_config
+from training.cli import read_eval_results
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "run_classifier.py")
+GOOD = ["a great and wonderful film", "truly great acting", "wonderful and moving story",
+        "great fun", "a wonderful cast"]
+BAD = ["a dull and boring film", "truly awful acting", "boring and tedious story",
+       "awful mess", "a dull cast"]
+
+
+def _vocab(path, words):
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *sorted(set(words))]
+    path.write_text("\n".join(tokens) + "\n")
+    return len(tokens)
+
+
+@pytest.fixture(scope="module")
+def sst2(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sst2")
+    data = folder / "SST-2"
+    data.mkdir()
+    rows = [(text, 1) for text in GOOD] + [(text, 0) for text in BAD]
+    train = "sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows * 4)
+    (data / "train.tsv").write_text(train)
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in rows))
+    (data / "test.tsv").write_text("index\tsentence\n" + "".join(
+        f"{i}\t{t}\n" for i, (t, _) in enumerate(rows)))
+    words = " ".join(GOOD + BAD).split()
+    size = _vocab(folder / "vocab.txt", words)
+    write_tiny_config(folder / "bert_config.json", vocab_size=size)
+    return folder
+
+
+def _run(folder, output, task="SST-2", data_dir=None, **flags):
+    arguments = {"task_name": task, "data_dir": data_dir or folder / task,
+                 "vocab_file": folder / "vocab.txt", "bert_config_file": folder /
+                 "bert_config.json", "output_dir": output, "do_train": True, "do_eval": True,
+                 "do_predict": True, "max_seq_length": 16, "train_batch_size": 8,
+                 "num_train_epochs": 8, "learning_rate": 2e-3, "log_every": 100}
+    arguments.update(flags)
+    command = [sys.executable, SCRIPT] + [f"--{key}={value}" for key, value in arguments.items()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def test_sst2_learns_and_writes_everything(sst2, tmp_path):
+    result = _run(sst2, tmp_path, learning_rates="2e-3,1e-3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = read_eval_results(tmp_path / "eval_results.txt")
+    assert results["eval_accuracy"] >= 0.9
+    table = (tmp_path / "sweep_results.tsv").read_text().splitlines()
+    assert len(table) == 3 and sum(line.endswith("*") for line in table) == 1
+    submission = (tmp_path / "submission" / "SST-2.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 11
+    assert {line.split("\t")[1] for line in submission[1:]} <= {"0", "1"}
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops for loading)
+
+    served = tf.saved_model.load(str(tmp_path / "saved_model"))
+    outputs = served.signatures["serving_default"](
+        text_a=tf.constant(["a great and wonderful film", "a dull and boring film"]))
+    probabilities = outputs["probabilities"].numpy()
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+    assert [label.decode() for label in outputs["label"].numpy()] == ["1", "0"]
+
+
+def test_own_tsv_pairs_regression_style_labels(sst2, tmp_path):
+    data = tmp_path / "mine"
+    data.mkdir()
+    rows = [(a, b, "same") for a, b in zip(GOOD, GOOD[1:] + GOOD[:1])] + \
+           [(a, b, "different") for a, b in zip(GOOD, BAD)]
+    text = "first\tsecond\tverdict\n" + "".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows * 3)
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text(text)
+    result = _run(sst2, tmp_path / "out", task="tsv", data_dir=data, do_predict=False,
+                  tsv_text_a_column="first", tsv_text_b_column="second",
+                  tsv_label_column="verdict", num_train_epochs=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
+
+
+def test_causal_model_with_lm_loss_runs(sst2, tmp_path):
+    result = _run(sst2, tmp_path, causal=True, lm_aux_weight=0.5, num_train_epochs=1,
+                  do_predict=False, export_saved_model=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"task_name": "nope"}, "nope"),
+    ({"data_dir": "/nonexistent"}, "/nonexistent"),
+    ({"max_seq_length": 1000}, "max_position_embeddings"),
+])
+def test_bad_inputs(sst2, tmp_path, flags, message):
+    result = _run(sst2, tmp_path, **flags)
+    assert result.returncode == 1
+    assert message in result.stderr
