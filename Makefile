@@ -4,7 +4,7 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench real-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,19 @@ $(BENCH_STAMP): requirements.txt benchmarks/requirements.txt
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/tokenization_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/encoder_speed.py
+	$(BENCH_VENV)/bin/python benchmarks/finetuning_speed.py
+	$(BENCH_VENV)/bin/python benchmarks/create_pretraining_data_speed.py
+
+# Accuracy against PyTorch references; torch lives only in .venv-ref.
+REF_VENV := .venv-ref
+$(REF_VENV)/.installed: benchmarks/peers/requirements-torch.txt
+	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r benchmarks/peers/requirements-torch.txt
+	touch $(REF_VENV)/.installed
+
+real-check: $(STAMP) $(REF_VENV)/.installed
+	$(VENV_PY) benchmarks/sentiment_real_check.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(REF_VENV) .pytest_cache
