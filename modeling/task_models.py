@@ -154,6 +154,7 @@ class BertSpanModel(_FineTuningModel):
         width = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
                                      name="span")
+        self.encoder.pooler.trainable = False  # spans read the sequence output only
 
     def call(self, features, training=None):
         sequence = self.encode(features, training)["sequence_output"]
@@ -180,6 +181,7 @@ class BertTokenTagger(_FineTuningModel):
         self.num_labels = num_labels
         self.tagger = OutputProjection(num_labels, config.hidden_size,
                                        config.initializer_range, "ner", name="tagger")
+        self.encoder.pooler.trainable = False  # tags read the sequence output only
 
     def call(self, features, training=None):
         sequence = self.encode(features, training)["sequence_output"]

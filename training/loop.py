@@ -77,7 +77,13 @@ class Trainer:
                                                   max_to_keep=max_to_keep)
         self.restored_from = self.manager.latest_checkpoint
         if self.restored_from:
-            self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+            try:
+                self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+            except (AssertionError, ValueError, tf.errors.OpError) as error:
+                raise ValueError(
+                    f"{checkpoint_dir} holds {self.restored_from}, which does not fit this "
+                    f"model and optimizer ({str(error).splitlines()[0]}); pass a new "
+                    "--output_dir, or delete that folder to start over") from None
         self._train_function = None
 
     @property
