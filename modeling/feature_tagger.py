@@ -1,0 +1,211 @@
+"""The feature-based approach of Section 5.4: frozen BERT layers feed a BiLSTM tagger.
+
+Table 7 asks how much of BERT's NER quality survives without fine-tuning:
+the encoder's weights stay as pre-trained, its activations are taken as
+fixed contextual embeddings (as ELMo's are), and only a new two-layer
+768-unit BiLSTM with a linear classifier is trained on top. The rows of
+the table differ only in which activations are taken:
+
+| `--feature_layers`  | Table 7 row                   | width |
+|---------------------|-------------------------------|-------|
+| `embeddings`        | Embeddings                    | H     |
+| `second_to_last`    | Second-to-Last Hidden         | H     |
+| `last`              | Last Hidden                   | H     |
+| `sum_last_four`     | Weighted Sum Last Four Hidden | H     |
+| `concat_last_four`  | Concat Last Four Hidden       | 4H    |
+| `sum_all`           | Weighted Sum All 12 Layers    | H     |
+
+"All 12 layers" are the Transformer blocks of BERT-Base, so `sum_all`
+leaves the embedding output out. The paper does not say how its sums were
+weighted; here they are plain (equal-weight) sums, which keeps one vector
+per token and so lets the combined features be computed once and cached,
+the point of the approach. `concat_last_four` concatenates the last block
+first, the order of the original `extract_features.py --layers=-1,-2,-3,-4`.
+
+Because the encoder never changes, `combine_hidden_states` runs once per
+window before any classifier training (see `run_ner.py`); the BiLSTM then
+trains on cached arrays, many times over if one likes, at a small fraction
+of fine-tuning's cost.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from typing import Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from modeling.task_models import ENCODER_INPUTS, tagging_loss
+
+FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
+                  "concat_last_four", "sum_all")
+
+
+def feature_width(choice: str, hidden_size: int) -> int:
+    """Size of one token's feature vector for a `FEATURE_LAYERS` choice."""
+    _check_choice(choice)
+    return 4 * hidden_size if choice == "concat_last_four" else hidden_size
+
+
+def check_feature_layers(choice: str, num_blocks: int) -> None:
+    """Raises ValueError for an unknown choice or an encoder with too few blocks for it."""
+    _check_choice(choice)
+    needed = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}.get(choice, 1)
+    if num_blocks < needed:
+        raise ValueError(f"feature layers {choice!r} need an encoder of at least {needed} "
+                         f"block(s); this one has {num_blocks}")
+
+
+def _check_choice(choice: str) -> None:
+    if choice not in FEATURE_LAYERS:
+        raise ValueError(f"feature layers must be one of {', '.join(FEATURE_LAYERS)}, "
+                         f"got {choice!r}")
+
+
+def combine_hidden_states(hidden_states: Sequence, choice: str):
+    """One feature tensor [batch, seq, width] from the encoder's `hidden_states`.
+
+    `hidden_states` is the embedding output followed by each block's output
+    (`BertEncoder(output_hidden_states=True)`). Raises ValueError for an
+    unknown choice or an encoder with too few blocks for it.
+    """
+    check_feature_layers(choice, len(hidden_states) - 1)
+    if choice == "embeddings":
+        return hidden_states[0]
+    if choice == "second_to_last":
+        return hidden_states[-2]
+    if choice == "last":
+        return hidden_states[-1]
+    if choice == "concat_last_four":
+        return ops.concatenate([hidden_states[-k] for k in range(1, 5)], axis=-1)
+    chosen = hidden_states[-4:] if choice == "sum_last_four" else hidden_states[1:]
+    total = chosen[0]
+    for state in chosen[1:]:
+        total = total + state
+    return total
+
+
+def write_features(encoder, arrays: dict[str, np.ndarray], choice: str, path: str,
+                   batch_size: int) -> None:
+    """Runs the frozen `encoder` over every window once; writes [windows, seq, width] float32.
+
+    The .npy file is filled batch by batch through a memory map, so features
+    larger than memory (concat_last_four of BERT-Base on CoNLL-2003 train is
+    about 22 GB) never sit in RAM, and it is renamed into place only when
+    complete, so an interrupted run never leaves a cache entry later runs trust.
+    """
+    import tensorflow as tf
+
+    if not encoder.output_hidden_states:
+        raise ValueError("the encoder must be built with output_hidden_states=True")
+    check_feature_layers(choice, encoder.config.num_hidden_layers)
+    count, length = arrays["input_ids"].shape
+    width = feature_width(choice, encoder.config.hidden_size)
+    compute = tf.function(lambda batch: combine_hidden_states(
+        encoder(batch, training=False)["hidden_states"], choice), reduce_retracing=True)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, staging = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                       suffix=".partial")
+    os.close(handle)
+    try:
+        output = np.lib.format.open_memmap(staging, mode="w+", dtype=np.float32,
+                                           shape=(count, length, width))
+        for start in range(0, count, batch_size):
+            batch = {key: tf.constant(arrays[key][start:start + batch_size])
+                     for key in ENCODER_INPUTS}
+            output[start:start + batch_size] = np.asarray(compute(batch), dtype=np.float32)
+        output.flush()
+        del output
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.remove(staging)
+
+
+class FeatureBatches(keras.utils.PyDataset):
+    """({"features", "input_mask"}, label_ids) batches from arrays that may be memory maps.
+
+    Only the rows of the current batch are read from disk. With `seed`, the
+    order is reshuffled after every epoch; without, rows keep their order
+    (for prediction, where outputs must line up with the windows).
+    """
+
+    def __init__(self, features: np.ndarray, input_mask: np.ndarray,
+                 label_ids: np.ndarray | None = None, batch_size: int = 32,
+                 seed: int | None = None):
+        super().__init__()
+        if len(features) != len(input_mask) or (label_ids is not None
+                                                and len(label_ids) != len(features)):
+            raise ValueError("features, input_mask and label_ids differ in length")
+        self.features, self.input_mask, self.label_ids = features, input_mask, label_ids
+        self.batch_size = batch_size
+        self._order = np.arange(len(features))
+        self._generator = np.random.default_rng(seed) if seed is not None else None
+        self.on_epoch_end()
+
+    def __len__(self) -> int:
+        return math.ceil(len(self._order) / self.batch_size)
+
+    def __getitem__(self, index: int):
+        rows = np.sort(self._order[index * self.batch_size:(index + 1) * self.batch_size])
+        inputs = {"features": np.asarray(self.features[rows], dtype=np.float32),
+                  "input_mask": np.asarray(self.input_mask[rows])}
+        return (inputs,) if self.label_ids is None else (inputs, self.label_ids[rows])
+
+    def on_epoch_end(self) -> None:
+        if self._generator is not None:
+            self._generator.shuffle(self._order)
+
+
+class FeatureTagger(keras.Model):
+    """Stacked BiLSTMs over fixed feature vectors, then a linear layer to tag logits.
+
+    Inputs: {"features": [batch, seq, width] float, "input_mask": [batch,
+    seq]}; output: float32 logits [batch, seq, num_labels]. The mask keeps
+    padding out of both LSTM directions: the backward LSTM starts at each
+    window's last real token, not at the padding after it. Trained with
+    `fit(x, label_ids)`, where the loss is `tagging_loss`: label -1 (sub-
+    tokens past a word's first, [CLS]/[SEP], padding, context) counts nothing.
+    """
+
+    def __init__(self, num_labels: int, lstm_units: int = 768, num_lstm_layers: int = 2,
+                 dropout: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "feature_tagger")
+        super().__init__(**kwargs)
+        if num_labels < 1 or lstm_units < 1 or num_lstm_layers < 1:
+            raise ValueError(f"num_labels, lstm_units and num_lstm_layers must be positive, got "
+                             f"{num_labels}, {lstm_units}, {num_lstm_layers}")
+        if not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.num_labels = num_labels
+        self.lstm_units = lstm_units
+        self.num_lstm_layers = num_lstm_layers
+        self.dropout_rate = dropout
+        self.dropout = keras.layers.Dropout(dropout)
+        self.bilstms = [keras.layers.Bidirectional(
+            keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{index}")
+            for index in range(num_lstm_layers)]
+        self.classifier = keras.layers.Dense(num_labels, name="classifier")
+
+    def call(self, inputs: dict, training=None):
+        mask = ops.cast(inputs["input_mask"], "bool")
+        hidden = self.dropout(inputs["features"], training=training)
+        for bilstm in self.bilstms:
+            hidden = self.dropout(bilstm(hidden, mask=mask, training=training),
+                                  training=training)
+        return ops.cast(self.classifier(hidden), "float32")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """`tagging_loss` on `y` = label_ids: the mean over labelled positions only."""
+        del x, sample_weight, training
+        return tagging_loss({"label_ids": y}, y_pred)["loss"]
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_labels": self.num_labels,
+                "lstm_units": self.lstm_units, "num_lstm_layers": self.num_lstm_layers,
+                "dropout": self.dropout_rate}
