@@ -74,6 +74,15 @@ def test_ablation_objectives(inputs, tmp_path, objective, key):
     assert results["global_step"] == 3
 
 
+@pytest.mark.parametrize("flags", [{"dtype": "mixed_float16"},
+                                   {"dtype": "mixed_bfloat16", "jit_compile": True},
+                                   {"optimizer": "lamb", "iterations_per_loop": 3}])
+def test_precisions_xla_and_lamb(inputs, tmp_path, flags):
+    _run(inputs, tmp_path, num_train_steps=3, **flags)
+    results = read_eval_results(tmp_path / "eval_results.txt")
+    assert results["global_step"] == 3 and results["masked_lm_loss"] < 10
+
+
 def test_resumes_after_sigkill(inputs, tmp_path):
     process = subprocess.Popen(_command(inputs, tmp_path, num_train_steps=400,
                                         save_checkpoints_steps=3, do_eval=False),
