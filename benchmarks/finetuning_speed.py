@@ -33,7 +33,7 @@ from modeling.task_models import BertClassifier, classification_loss  # noqa: E4
 from training.loop import Trainer  # noqa: E402
 from training.optimization import create_optimizer  # noqa: E402
 
-BATCH, LENGTH, STEPS = 32, 128, 10
+BATCH, LENGTH, STEPS = 32, 128, 4
 
 
 def main() -> None:
@@ -63,7 +63,7 @@ def main() -> None:
 
         print(f"batch {BATCH} x {LENGTH}, {STEPS} steps per repeat (examples/s)")
         ours = harness.measure("ours: BertClassifier + Trainer", ours_steps, BATCH * STEPS,
-                               repeats=5, warmup=1)
+                               repeats=3, warmup=1)
 
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
@@ -76,7 +76,7 @@ def main() -> None:
     peer = harness.measure(
         "keras-hub: BertTextClassifier.fit",
         lambda: peer_model.fit(peer_data, steps_per_epoch=STEPS, epochs=1, verbose=0),
-        BATCH * STEPS, repeats=5, warmup=1)
+        BATCH * STEPS, repeats=3, warmup=1)
 
     comparison = harness.Comparison(f"MiniLM-size classifier, batch {BATCH}, seq {LENGTH}",
                                     ours, peer, target=1.0)
