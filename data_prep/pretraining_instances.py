@@ -179,7 +179,7 @@ def _document_spans(document: int, document_bounds: Sequence[int], bounds: Seque
 
 def _random_segment(document: int, wanted: int, document_bounds: Sequence[int],
                     bounds: Sequence[int], rng: random.Random) -> tuple[int, int]:
-    """Token range of consecutive sentences from a random other document, `wanted` long if it can."""
+    """Token range of consecutive sentences of a random other document, `wanted` long if it can."""
     last_document = len(document_bounds) - 2
     for _ in range(RANDOM_NEXT_TRIES):
         other = _uniform_int(rng, 0, last_document)
@@ -309,7 +309,8 @@ def _select_words(input_ids: np.ndarray, candidates: np.ndarray, wanted: np.ndar
     return _sorted_positions(chosen, options)
 
 
-def _sorted_positions(chosen: np.ndarray, options: InstanceOptions) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_positions(chosen: np.ndarray,
+                      options: InstanceOptions) -> tuple[np.ndarray, np.ndarray]:
     """Ascending positions, unused slots (marked max_seq_length) last and set to 0."""
     chosen = np.sort(chosen, axis=1)
     used = chosen < options.max_seq_length

@@ -1,4 +1,4 @@
-"""Serialized tf.train.Examples for whole batches of fixed-length features, without protobuf objects.
+"""Serialized tf.train.Examples for batches of fixed-length features, without protobuf objects.
 
 Building a `tf.train.Example` message per instance and serializing it costs
 tens of microseconds in Python, as much as everything else the pre-training
@@ -67,7 +67,7 @@ def serialize_examples(features: Mapping[str, np.ndarray]) -> list[bytes]:
 
 
 def _varint_block(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Base-128 varint digits of [N, K] values as [N, K * width] bytes, and which digits are written."""
+    """Base-128 varint digits of [N, K] values as [N, K * width] bytes, and which are written."""
     if values.size and values.min() < 0:
         raise ValueError("only non-negative integers are encoded here")
     largest = int(values.max()) if values.size else 0
@@ -84,7 +84,8 @@ def _varint_block(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return digits.reshape(len(values), -1), present.reshape(len(values), -1)
 
 
-def _feature_headers(name: str, list_tag: bytes, payload_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _feature_headers(name: str, list_tag: bytes,
+                     payload_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Everything before one feature's packed values, for each row's payload size."""
     key = _FIELD_1 + _varint(len(name.encode())) + name.encode()
 

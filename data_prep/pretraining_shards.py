@@ -38,7 +38,7 @@ _BLOCK_BYTES = 1 << 22
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
-    """Byte ranges `(path, start, stop)` holding `documents` consecutive non-empty-line documents."""
+    """Byte ranges `(path, start, stop)` holding `documents` consecutive documents."""
 
     pieces: tuple[tuple[str, int, int], ...]
     documents: int
@@ -248,7 +248,7 @@ class ShardWriter:
         self.instances = 0
 
     def add(self, chunk: int, staged_files: dict[int, tuple[str, int]]) -> None:
-        """Appends chunk `chunk`'s staged records, `shard -> (file, instances)`, and removes the files."""
+        """Appends chunk `chunk`'s staged files (`shard -> (file, instances)`), removing them."""
         for shard, (staged, count) in sorted(staged_files.items()):
             if shard not in self._complete:
                 if shard not in self._open:

@@ -59,7 +59,8 @@ def settings_for(corpus, output, **changes):
 
 def read_records(paths, max_seq_length=32, max_predictions=5):
     spec = pretraining_feature_spec(max_seq_length, max_predictions)
-    return [{name: value.numpy() for name, value in tf.io.parse_single_example(record, spec).items()}
+    return [{name: value.numpy()
+             for name, value in tf.io.parse_single_example(record, spec).items()}
             for record in tf.data.TFRecordDataset([str(path) for path in paths])]
 
 
@@ -150,7 +151,8 @@ def test_cli_ablation_flags(corpus, tmp_path):
 ])
 def test_cli_errors_exit_nonzero_and_leave_nothing(corpus, tmp_path, case, message):
     folder, vocab = corpus
-    flags = {"input_file": str(folder / "a.txt"), "output_file": str(tmp_path / "out" / "x.tfrecord"),
+    flags = {"input_file": str(folder / "a.txt"),
+             "output_file": str(tmp_path / "out" / "x.tfrecord"),
              "vocab_file": str(vocab), "max_seq_length": "32", "num_workers": "1"}
     if case == "no_match":
         flags["input_file"] += "," + str(folder / "missing*.txt")
@@ -170,7 +172,8 @@ def test_cli_errors_exit_nonzero_and_leave_nothing(corpus, tmp_path, case, messa
 def test_vocab_error_from_the_tokenizer_leaves_nothing(corpus, tmp_path):
     corpus[1].write_text("\n".join(token for token in VOCAB if token != "[MASK]"), encoding="utf-8")
     with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
-        create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"), io.StringIO())
+        create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"),
+                                io.StringIO())
     assert not list((tmp_path / "out").iterdir())
 
 

@@ -133,7 +133,8 @@ def test_features_layout_and_masking_invariants():
         used = int(features["masked_lm_weights"][row].sum())
         assert used == min(5, max(1, round(length * 0.15)))
         positions = features["masked_lm_positions"][row][:used]
-        assert (np.diff(positions) > 0).all() and (features["masked_lm_positions"][row][used:] == 0).all()
+        assert (np.diff(positions) > 0).all()
+        assert (features["masked_lm_positions"][row][used:] == 0).all()
         assert not {tokens[p] for p in positions} & SPECIALS
         assert features["masked_lm_ids"][row][:used].tolist() == [tokens[p] for p in positions]
         assert (features["masked_lm_ids"][row][used:] == 0).all()
@@ -196,7 +197,8 @@ def test_whole_word_masking_never_splits_a_word():
         assert used <= min(8, max(1, round(len(tokens) * 0.15)))  # 0 if every word is too long
         masked = set(features["masked_lm_positions"][row][:used].tolist())
         for position in range(1, len(tokens)):
-            continues = VOCAB.continues_word[tokens[position]] and tokens[position - 1] not in SPECIALS
+            continues = (VOCAB.continues_word[tokens[position]]
+                         and tokens[position - 1] not in SPECIALS)
             if continues and (position in masked) != (position - 1 in masked):
                 pytest.fail(f"row {row} splits the word at {position}: {tokens}, {sorted(masked)}")
             multi_piece += continues and position in masked
@@ -238,11 +240,14 @@ def test_encoding_equals_protobuf_for_wide_and_empty_values():
               "flag": np.array([[True], [False]]), "none": np.zeros((2, 0), dtype=np.int64),
               "weights": np.array([[0.5, -1.25], [3.0, 0.0]], dtype=np.float32)}
     for row, record in enumerate(serialize_examples(values)):
+        def ints(name):
+            return tf.train.Feature(int64_list=tf.train.Int64List(
+                value=[int(value) for value in values[name][row]]))
+
         expected = tf.train.Example(features=tf.train.Features(feature={
-            "big": tf.train.Feature(int64_list=tf.train.Int64List(value=values["big"][row].tolist())),
-            "flag": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(values["flag"][row, 0])])),
-            "none": tf.train.Feature(int64_list=tf.train.Int64List(value=[])),
-            "weights": tf.train.Feature(float_list=tf.train.FloatList(value=values["weights"][row]))}))
+            "big": ints("big"), "flag": ints("flag"), "none": ints("none"),
+            "weights": tf.train.Feature(
+                float_list=tf.train.FloatList(value=values["weights"][row]))}))
         assert tf.train.Example.FromString(record) == expected
     with pytest.raises(ValueError, match="non-negative"):
         serialize_examples({"bad": np.array([[-1]])})
