@@ -112,7 +112,11 @@ class _ChunkResult:
 
 
 def create_pretraining_data(settings: Settings, log: TextIO = sys.stderr) -> Summary:
-    """Writes the records of `settings`; raises ValueError/OSError, leaving no partial shard."""
+    """Writes the records of `settings`; raises ValueError/OSError, leaving no partial shard.
+
+    With `num_workers > 1` the workers import the calling program's main
+    module, so a script calling this needs the usual `if __name__ == "__main__":`.
+    """
     started = time.monotonic()
     paths = shards_lib.expand_inputs(settings.input_patterns)
     outputs = shards_lib.output_paths(settings.output_files, settings.num_output_shards)
@@ -215,7 +219,7 @@ _TOKENIZERS: dict[tuple[str, bool], tuple[object, VocabIds]] = {}
 
 
 def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
-    """Pool initializer: one thread per TensorFlow op, the tokenizer built before the first chunk."""
+    """Pool initializer: one thread per TensorFlow op; the tokenizer built before any chunk."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
