@@ -79,8 +79,10 @@ def feature_records(texts: list[tuple[str, str | None]], tokenizer, encoder,
     progress = keras.utils.Progbar(len(texts), unit_name="text")
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
-        packed = [pack(tokenizer.tokenize(a), tokenizer.tokenize(b) if b is not None else None,
-                       max_seq_length, tokenizer.vocab) for a, b in batch]
+        firsts = tokenizer.tokenize_many([a for a, _ in batch])
+        seconds = iter(tokenizer.tokenize_many([b for _, b in batch if b is not None]))
+        packed = [pack(first, next(seconds) if b is not None else None, max_seq_length,
+                       tokenizer.vocab) for first, (_, b) in zip(firsts, batch)]
         arrays = [np.array([getattr(p, field) for p in packed], dtype=np.int32)
                   for field in ("input_ids", "input_mask", "segment_ids")]
         values = hidden_states(*arrays).numpy()  # [layers, batch, seq, hidden]

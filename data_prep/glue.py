@@ -32,10 +32,7 @@ from data_prep.glue_tasks import Column, InputExample, SplitFile, TaskSpec
 from data_prep.sentence_pairs import pack
 
 __all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_examples",
-           "get_processor", "majority_class", "tokenize_texts", "write_submission"]
-
-TOKENIZE_BATCH_SIZE = 4096
-
+           "get_processor", "majority_class", "write_submission"]
 
 class TaskProcessor:
     """Reads one task's splits from a data folder in its distribution layout."""
@@ -171,19 +168,6 @@ class ConvertedExamples(NamedTuple):
     num_truncated: int
 
 
-def tokenize_texts(tokenizer, texts: Sequence[str]) -> list[list[str]]:
-    """WordPiece tokens of each text, in batches through the in-graph tokenizer (FullTokenizer)."""
-    import tensorflow as tf  # imported here so reading task files does not load TensorFlow
-
-    tokens_by_id = tokenizer.inv_vocab
-    tokens = []
-    for start in range(0, len(texts), TOKENIZE_BATCH_SIZE):
-        batch = [text.encode("utf-8") for text in texts[start:start + TOKENIZE_BATCH_SIZE]]
-        ids, _ = tokenizer.tokenize_batch(tf.constant(batch, dtype=tf.string))
-        tokens.extend([tokens_by_id[token_id] for token_id in row] for row in ids.to_list())
-    return tokens
-
-
 def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length: int,
                      labels: Sequence[str] | None) -> ConvertedExamples:
     """Packs examples as `[CLS] a [SEP] (b [SEP])`, pairs truncated longest-first.
@@ -193,11 +177,11 @@ def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length
     """
     if not examples:
         raise ValueError("no examples to convert")
-    tokens_a = tokenize_texts(tokenizer, [example.text_a for example in examples])
+    tokens_a = tokenizer.tokenize_many([example.text_a for example in examples])
     paired = [index for index, example in enumerate(examples) if example.text_b is not None]
     tokens_b: list[list[str] | None] = [None] * len(examples)
-    for index, tokens in zip(paired, tokenize_texts(tokenizer,
-                                                    [examples[i].text_b for i in paired])):
+    for index, tokens in zip(paired, tokenizer.tokenize_many([examples[i].text_b
+                                                              for i in paired])):
         tokens_b[index] = tokens
     label_index = None if labels is None else {label: i for i, label in enumerate(labels)}
     shape = (len(examples), max_seq_length)

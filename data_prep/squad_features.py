@@ -33,13 +33,11 @@ import dataclasses
 from typing import Iterable, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from data_prep.squad import SquadExample
 from data_prep.tokenization import FullTokenizer
 
 FIRST_UNIQUE_ID = 1000000000
-_BATCH = 4096
 
 
 @dataclasses.dataclass
@@ -108,18 +106,9 @@ def improve_answer_span(doc_pieces: Sequence[str], start: int, end: int,
 
 
 def tokenize_all(tokenizer: FullTokenizer, texts: Iterable[str]) -> dict[str, list[str]]:
-    """WordPiece tokens of each distinct text, in batched graph calls."""
+    """WordPiece tokens of each distinct text (a context repeats for each of its questions)."""
     distinct = list(dict.fromkeys(texts))
-    pieces = tokenizer.inv_vocab
-    result: dict[str, list[str]] = {}
-    for begin in range(0, len(distinct), _BATCH):
-        chunk = distinct[begin:begin + _BATCH]
-        ids, _ = tokenizer.tokenize_batch(tf.constant(chunk, dtype=tf.string))
-        flat = ids.flat_values.numpy().tolist()
-        splits = ids.row_splits.numpy().tolist()
-        for row, text in enumerate(chunk):
-            result[text] = [pieces[i] for i in flat[splits[row]:splits[row + 1]]]
-    return result
+    return dict(zip(distinct, tokenizer.tokenize_many(distinct)))
 
 
 def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: FullTokenizer,

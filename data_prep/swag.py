@@ -26,7 +26,6 @@ from typing import Sequence
 
 import numpy as np
 
-from data_prep.glue import tokenize_texts
 from data_prep.sentence_pairs import pack
 from data_prep.text_files import read_utf8_lines
 
@@ -115,9 +114,9 @@ def convert_multiple_choice(examples: Sequence[MultipleChoiceExample], tokenizer
         if example.label is not None and not 0 <= example.label < num_choices:
             raise ValueError(f"example {example.guid}: label {example.label} is not a "
                              f"choice index 0..{num_choices - 1}")
-    contexts = tokenize_texts(tokenizer, [example.context for example in examples])
-    starts = tokenize_texts(tokenizer, [example.start_ending for example in examples])
-    endings = tokenize_texts(tokenizer, [ending for example in examples
+    contexts = tokenizer.tokenize_many([example.context for example in examples])
+    starts = tokenizer.tokenize_many([example.start_ending for example in examples])
+    endings = tokenizer.tokenize_many([ending for example in examples
                                          for ending in example.endings])
     shape = (len(examples), num_choices, max_seq_length)
     features = {name: np.zeros(shape, np.int32)

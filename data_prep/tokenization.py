@@ -133,6 +133,23 @@ class FullTokenizer(tf.Module):
         token_ids, _ = self.tokenize_batch(tf.constant([text.encode("utf-8")]))
         return self.convert_ids_to_tokens(token_ids.flat_values.numpy().tolist())
 
+    def tokenize_many(self, texts: Sequence[str], batch_size: int = 4096) -> list[list[str]]:
+        """WordPiece tokens of each text, `batch_size` texts per graph call.
+
+        One call per text costs more in Python and TensorFlow dispatch than
+        the tokenization itself; every loader that tokenizes a file goes
+        through here.
+        """
+        pieces = self._index.tokens_by_id
+        tokens: list[list[str]] = []
+        for start in range(0, len(texts), batch_size):
+            batch = [text.encode("utf-8") for text in texts[start:start + batch_size]]
+            ids, _ = self.tokenize_batch(tf.constant(batch, dtype=tf.string))
+            flat, splits = ids.flat_values.numpy().tolist(), ids.row_splits.numpy().tolist()
+            tokens.extend([pieces[i] for i in flat[splits[row]:splits[row + 1]]]
+                          for row in range(len(batch)))
+        return tokens
+
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         ids = self._index.ids
         try:

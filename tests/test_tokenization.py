@@ -121,6 +121,14 @@ def test_batch_matches_single_texts(tokenizers, name):
     assert not report, report
 
 
+def test_tokenize_many_spans_batches(tokenizers):
+    entries = _golden("uncased")[:50]
+    texts = [entry["text"] for entry in entries]
+    assert tokenizers["uncased"].tokenize_many(texts, batch_size=7) == \
+        [entry["tokens"] for entry in entries]
+    assert tokenizers["uncased"].tokenize_many([]) == []
+
+
 def test_empty_batch(tokenizers):
     token_ids, word_ids = tokenizers["uncased"].tokenize_batch(tf.constant([], tf.string))
     assert token_ids.to_list() == [] and word_ids.to_list() == []
