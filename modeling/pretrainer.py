@@ -21,7 +21,7 @@ OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 _ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
-def _cross_entropy(labels, logits):
+def cross_entropy(labels, logits):
     """Per-example softmax cross-entropy in float32."""
     return keras.losses.sparse_categorical_crossentropy(
         ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True)
@@ -35,14 +35,14 @@ def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):
     prediction finite.
     """
     weights = ops.cast(masked_lm_weights, "float32")
-    per_position = _cross_entropy(masked_lm_ids, logits)
+    per_position = cross_entropy(masked_lm_ids, logits)
     return ops.sum(weights * per_position) / (ops.sum(weights) + 1e-5)
 
 
 def next_sentence_loss(logits, next_sentence_labels):
     """Mean cross-entropy of the IsNext (0) / NotNext (1) classifier."""
     labels = ops.reshape(next_sentence_labels, (-1,))
-    return ops.mean(_cross_entropy(labels, logits))
+    return ops.mean(cross_entropy(labels, logits))
 
 
 def _next_token_targets(input_ids, input_mask):
@@ -54,7 +54,7 @@ def _next_token_targets(input_ids, input_mask):
 def left_to_right_lm_loss(logits, input_ids, input_mask):
     """Mean next-token cross-entropy over real positions that have a next real token."""
     targets, weights = _next_token_targets(input_ids, input_mask)
-    per_position = _cross_entropy(targets, logits[:, :-1])
+    per_position = cross_entropy(targets, logits[:, :-1])
     return ops.sum(weights * per_position) / ops.maximum(ops.sum(weights), 1.0)
 
 
@@ -105,17 +105,17 @@ def pretraining_metric_sums(features: dict, outputs: dict, objective: str) -> di
         targets, weights = _next_token_targets(features["input_ids"], features["input_mask"])
         logits = outputs["lm_logits"][:, :-1]
         return _sums({"lm_accuracy": _correct(logits, targets),
-                      "lm_loss": _cross_entropy(targets, logits)}, weights)
+                      "lm_loss": cross_entropy(targets, logits)}, weights)
     weights = ops.cast(features["masked_lm_weights"], "float32")
     logits, ids = outputs["masked_lm_logits"], features["masked_lm_ids"]
     sums = _sums({"masked_lm_accuracy": _correct(logits, ids),
-                  "masked_lm_loss": _cross_entropy(ids, logits)}, weights)
+                  "masked_lm_loss": cross_entropy(ids, logits)}, weights)
     if objective == "mlm_nsp":
         logits = outputs["next_sentence_logits"]
         labels = ops.reshape(features["next_sentence_labels"], (-1,))
         ones = ops.ones_like(ops.cast(labels, "float32"))
         sums.update(_sums({"next_sentence_accuracy": _correct(logits, labels),
-                           "next_sentence_loss": _cross_entropy(labels, logits)}, ones))
+                           "next_sentence_loss": cross_entropy(labels, logits)}, ones))
     return sums
 
 
@@ -203,27 +203,10 @@ class BertPretrainer(keras.Model):
         return loss / replicas if replicas > 1 else loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        trackers = self.trackers
-        if self.objective == "ltr":
-            targets, weights = _next_token_targets(x["input_ids"], x["input_mask"])
-            logits = y_pred["lm_logits"][:, :-1]
-            trackers["lm_accuracy"].update_state(
-                ops.cast(_correct(logits, targets), "float32"), sample_weight=weights)
-            trackers["lm_loss"].update_state(_cross_entropy(targets, logits),
-                                             sample_weight=weights)
-            return self.get_metrics_result()
-        logits, ids = y_pred["masked_lm_logits"], x["masked_lm_ids"]
-        weights = ops.cast(x["masked_lm_weights"], "float32")
-        trackers["masked_lm_accuracy"].update_state(
-            ops.cast(_correct(logits, ids), "float32"), sample_weight=weights)
-        trackers["masked_lm_loss"].update_state(_cross_entropy(ids, logits),
-                                                sample_weight=weights)
-        if self.objective == "mlm_nsp":
-            logits = y_pred["next_sentence_logits"]
-            labels = ops.reshape(x["next_sentence_labels"], (-1,))
-            trackers["next_sentence_accuracy"].update_state(
-                ops.cast(_correct(logits, labels), "float32"))
-            trackers["next_sentence_loss"].update_state(_cross_entropy(labels, logits))
+        for name, (total, weight) in pretraining_metric_sums(x, y_pred, self.objective).items():
+            # The batch mean, weighted by its total weight: a streaming weighted mean.
+            self.trackers[name].update_state(total / ops.maximum(weight, 1e-12),
+                                             sample_weight=weight)
         return self.get_metrics_result()
 
     def checkpoint_variables(self) -> dict[str, keras.Variable]:

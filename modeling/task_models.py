@@ -23,7 +23,7 @@ from keras import ops
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead
-from modeling.pretrainer import left_to_right_lm_loss
+from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -191,14 +191,9 @@ class BertTokenTagger(_FineTuningModel):
         return self.tagger.checkpoint_variables()
 
 
-def _cross_entropy(labels, logits):
-    return keras.losses.sparse_categorical_crossentropy(
-        ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True)
-
-
 def classification_loss(features: dict, logits) -> dict:
     """Mean cross-entropy against `label_ids` (also multiple choice: one label per row)."""
-    return {"loss": ops.mean(_cross_entropy(features["label_ids"], logits))}
+    return {"loss": ops.mean(cross_entropy(features["label_ids"], logits))}
 
 
 def regression_loss(features: dict, scores) -> dict:
@@ -208,8 +203,8 @@ def regression_loss(features: dict, scores) -> dict:
 
 def span_loss(features: dict, outputs: dict) -> dict:
     """Mean of the start and end cross-entropies, as the original run_squad.py."""
-    start = ops.mean(_cross_entropy(features["start_positions"], outputs["start_logits"]))
-    end = ops.mean(_cross_entropy(features["end_positions"], outputs["end_logits"]))
+    start = ops.mean(cross_entropy(features["start_positions"], outputs["start_logits"]))
+    end = ops.mean(cross_entropy(features["end_positions"], outputs["end_logits"]))
     return {"loss": (start + end) / 2.0, "start_loss": start, "end_loss": end}
 
 
@@ -218,7 +213,7 @@ def tagging_loss(features: dict, logits) -> dict:
     context) carry no loss, the paper's "X" positions."""
     labels = features["label_ids"]
     weights = ops.cast(labels >= 0, "float32")
-    per_token = _cross_entropy(ops.maximum(labels, 0), logits)
+    per_token = cross_entropy(ops.maximum(labels, 0), logits)
     return {"loss": ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)}
 
 
