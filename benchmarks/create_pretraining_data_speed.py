@@ -1,11 +1,14 @@
-"""Pre-training data: our create_pretraining_data against the original google-research/bert script.
+"""Pre-training data: our create_pretraining_data against two ports of the original algorithm.
 
-The original is the one published on PyPI as `bert-tensorflow==1.0.4`:
-its `create_pretraining_data.py` and `tokenization.py` are read out of the
-wheel into a temporary folder at run time (never committed) and run under
-`tensorflow.compat.v1`, standing in for the TF1 it was written for. Both
-run as separate processes, one after the other, on the same corpus with the
-same flags (max_seq_length=128, max_predictions_per_seq=20,
+The peers: the TF Model Garden's port (`official/nlp/data/
+create_pretraining_data.py` and its tokenizer from `tf-models-official==2.20.0`,
+run on TF 2 with `tf-keras`, `sentencepiece` and `six` installed, see
+benchmarks/requirements.txt), and the original google-research/bert script
+as published on PyPI (`bert-tensorflow==1.0.4`), run under
+`tensorflow.compat.v1` standing in for the TF1 it was written for. Their
+modules are read out of the packages into a temporary folder at run time
+(never committed). All runs are separate processes, one after the other,
+on the same corpus with the same flags (max_seq_length=128, max_predictions_per_seq=20,
 masked_lm_prob=0.15, dupe_factor=5, short_seq_prob=0.1), timed end to end,
 start-up included. The corpus is the built-in Wikipedia and news samples
 repeated to about 50 MB ("1x") so that start-up does not dominate; ours
@@ -20,7 +23,8 @@ processes) and the 1-minute load average before each run are given too,
 since this machine may be shared with other work. Statistics of both outputs
 check that the two write the same kind of data.
 
-    .venv/bin/python benchmarks/create_pretraining_data_speed.py [--megabytes=50]
+    make bench   (or: .venv-bench/bin/python benchmarks/create_pretraining_data_speed.py
+                  [--megabytes=50] [--peers=model_garden,original])
 """
 
 from __future__ import annotations
@@ -45,7 +49,6 @@ import tensorflow as tf  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from data_prep import assets, builtin_corpus  # noqa: E402
 
-ORIGINAL_PACKAGE = ("bert-tensorflow", "1.0.4")
 FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
          "--dupe_factor=5", "--short_seq_prob=0.1", "--random_seed=12345", "--do_lower_case=true"]
 # Runs a command, then prints its wall time and peak memory as JSON (see the module docstring).
@@ -94,15 +97,36 @@ print(json.dumps({"returncode": process.returncode, "seconds": seconds,
                   "cpu_seconds": usage.ru_utime + usage.ru_stime,
                   "max_rss": usage.ru_maxrss * 1024, "tree_rss": peak}))
 """
-# Runs the original script with TensorFlow's v1 API in place of the TF1 it imports.
-ORIGINAL_RUNNER = """
+# How each peer runs: the package its modules come from, the modules, and a program that
+# takes the folder they were extracted to, then the flags.
+PEERS = {
+    "model_garden": {
+        "label": "Model Garden port",
+        "package": ("tf-models-official", "2.20.0"),
+        "members": ("official/__init__.py", "official/nlp/__init__.py",
+                    "official/nlp/data/__init__.py", "official/nlp/data/create_pretraining_data.py",
+                    "official/nlp/tools/__init__.py", "official/nlp/tools/tokenization.py"),
+        "runner": """
+import runpy, sys
+sys.path.insert(0, sys.argv.pop(1))
+runpy.run_module("official.nlp.data.create_pretraining_data", run_name="__main__")
+""",
+    },
+    "original": {
+        "label": "original",
+        "package": ("bert-tensorflow", "1.0.4"),
+        "members": ("bert/__init__.py", "bert/create_pretraining_data.py", "bert/tokenization.py"),
+        # TensorFlow's v1 API in place of the TF1 the script imports.
+        "runner": """
 import sys
 import tensorflow.compat.v1 as tf
 sys.modules["tensorflow"] = tf
 sys.path.insert(0, sys.argv.pop(1))
 from bert import create_pretraining_data
 tf.app.run(create_pretraining_data.main)
-"""
+""",
+    },
+}
 
 
 def build_corpus(path: Path, megabytes: float) -> None:
@@ -114,12 +138,11 @@ def build_corpus(path: Path, megabytes: float) -> None:
     path.write_bytes(b"\n\n".join([block] * repeats) + b"\n")
 
 
-def extract_original(folder: Path) -> Path:
-    """The original's modules out of the bert-tensorflow wheel, as package `bert` in `folder`."""
-    wheel = assets.fetch_package_archive(*ORIGINAL_PACKAGE)
+def extract_peer(peer: dict, folder: Path) -> Path:
+    """A peer's modules out of its package's wheel, under `folder` with their package paths."""
+    wheel = assets.fetch_package_archive(*peer["package"])
     with zipfile.ZipFile(wheel) as archive:
-        for member in ("bert/__init__.py", "bert/create_pretraining_data.py",
-                       "bert/tokenization.py"):
+        for member in peer["members"]:
             target = folder / member
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(archive.read(member))
@@ -189,14 +212,20 @@ def statistics(path: Path, dupe_factor: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=float, default=50.0, help="size of the 1x corpus")
+    parser.add_argument("--peers", default="model_garden,original",
+                        help=f"comma list out of {', '.join(PEERS)}; the first carries the target")
     args = parser.parse_args()
+    peers = [name.strip() for name in args.peers.split(",") if name.strip()]
+    unknown = sorted(set(peers) - set(PEERS))
+    if unknown or not peers:
+        parser.error(f"--peers: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {', '.join(PEERS)}")
     vocab = str(assets.minilm_dir() / "vocab.txt")
     with tempfile.TemporaryDirectory(prefix="cpd-bench-") as scratch:
         scratch = Path(scratch)
         corpora = {"1x": scratch / "corpus_1x.txt", "10x": scratch / "corpus_10x.txt"}
         build_corpus(corpora["1x"], args.megabytes)
         build_corpus(corpora["10x"], 10 * args.megabytes)
-        original_dir = extract_original(scratch / "original")
         runs = {}
 
         def ours(label: str, corpus: Path, workers: int) -> None:
@@ -210,34 +239,41 @@ def main() -> None:
         ours("ours, 1x, 2 workers", corpora["1x"], 2)
         ours("ours, 1x, 1 worker", corpora["1x"], 1)
         ours("ours, 10x, 2 workers", corpora["10x"], 2)
-        runs["ours, 10x, 2 workers"]["output"].unlink()  # about 2 GB
-        original_output = scratch / "original.tfrecord"
-        runs["original, 1x"] = measure(
-            "original, 1x", [sys.executable, "-c", ORIGINAL_RUNNER, str(original_dir),
-                             f"--input_file={corpora['1x']}", f"--output_file={original_output}",
-                             f"--vocab_file={vocab}", *FLAGS], original_output,
-            scratch / "original.log")
-        runs["original, 1x"]["output"] = original_output
-        compared = {label: statistics(runs[label]["output"], 5)
-                    for label in ("ours, 1x, 2 workers", "original, 1x")}
+        runs["ours, 10x, 2 workers"]["output"].unlink()  # about 5 GB
+        for name in peers:
+            peer, label = PEERS[name], f"{PEERS[name]['label']}, 1x"
+            folder = extract_peer(peer, scratch / name)
+            output = scratch / f"{name}.tfrecord"
+            runs[label] = measure(label, [sys.executable, "-c", peer["runner"], str(folder),
+                                          f"--input_file={corpora['1x']}",
+                                          f"--output_file={output}", f"--vocab_file={vocab}",
+                                          *FLAGS], output, scratch / f"{name}.log")
+            runs[label]["output"] = output
+        compared = {label: statistics(run["output"], 5) for label, run in runs.items()
+                    if label != "ours, 10x, 2 workers" and label != "ours, 1x, 1 worker"}
         sizes = {label: path.stat().st_size / 2**20 for label, path in corpora.items()}
-    write_report(runs, compared, sizes)
+    write_report(runs, [f"{PEERS[name]['label']}, 1x" for name in peers], compared, sizes)
 
 
-def write_report(runs: dict[str, dict], compared: dict[str, dict], sizes: dict[str, float]) -> None:
+def write_report(runs: dict[str, dict], peer_labels: list[str], compared: dict[str, dict],
+                 sizes: dict[str, float]) -> None:
     results = {label: harness.Result(label, run["instances"], (run["seconds"],))
                for label, run in runs.items()}
     per_cpu = {label: harness.Result(f"{label}, per CPU second", run["instances"],
                                      (run["cpu_seconds"],)) for label, run in runs.items()}
-    comparisons = [
-        harness.Comparison("1x corpus, 2 cores", results["ours, 1x, 2 workers"],
-                           results["original, 1x"], target=20.0),
-        harness.Comparison("1x corpus, ours on 1 worker", results["ours, 1x, 1 worker"],
-                           results["original, 1x"]),
-        harness.Comparison("ours on 10x against the original on 1x, 2 cores",
-                           results["ours, 10x, 2 workers"], results["original, 1x"]),
-        harness.Comparison("1x corpus, per CPU second (independent of other load)",
-                           per_cpu["ours, 1x, 2 workers"], per_cpu["original, 1x"])]
+    comparisons = []
+    for rank, peer in enumerate(peer_labels):
+        name = peer.removesuffix(", 1x")
+        comparisons += [
+            harness.Comparison(f"1x corpus, 2 cores, against the {name}",
+                               results["ours, 1x, 2 workers"], results[peer],
+                               target=20.0 if rank == 0 else None),
+            harness.Comparison(f"1x corpus, ours on 1 worker, against the {name}",
+                               results["ours, 1x, 1 worker"], results[peer]),
+            harness.Comparison(f"ours on 10x against the {name} on 1x, 2 cores",
+                               results["ours, 10x, 2 workers"], results[peer]),
+            harness.Comparison(f"1x corpus, per CPU second, against the {name}",
+                               per_cpu["ours, 1x, 2 workers"], per_cpu[peer])]
     memory = harness.markdown_table(
         ["run", "load before", "instances", "seconds", "CPU seconds", "cores used",
          "instances per CPU second", "peak RSS, largest process (MiB)",
@@ -254,16 +290,16 @@ def write_report(runs: dict[str, dict], compared: dict[str, dict], sizes: dict[s
     description = (__doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0] +
                    f"\n\nCorpus sizes: 1x = {sizes['1x']:.1f} MiB, 10x = {sizes['10x']:.1f} MiB.")
     report = harness.render_report(
-        "create_pretraining_data: ours vs the original", description,
-        harness.machine_info(["tensorflow", "tensorflow-text", "numpy"]),
+        "create_pretraining_data: ours vs ports of the original", description,
+        harness.machine_info(["tensorflow", "tensorflow-text", "numpy", "tf-keras"]),
         list(results.values()), comparisons, "instances",
-        notes=["One run per row (the original takes minutes); timings are end to end, "
+        notes=["One run per row (the peers take minutes); timings are end to end, "
                "start-up (TensorFlow imports, tokenizer set-up) included.",
                "Ours draws random-next segments within chunks of 256 documents and shuffles "
-               "within a chunk; the original over the whole corpus.",
+               "within a chunk; the peers over the whole corpus.",
                "Where other jobs load the machine ('load before' above 0), a run gets fewer "
                "cores than it asks for ('cores used' = CPU seconds / seconds); instances per "
-               "CPU second compare the two programs independently of that."])
+               "CPU second compare the programs independently of that."])
     report += ("\n## Time and memory\n\n" + memory + "\n\n## Same kind of data (all records "
                "of the 1x runs)\n\n" + agreement + "\n")
     harness.write_report("create_pretraining_data", report)

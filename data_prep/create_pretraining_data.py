@@ -23,17 +23,18 @@ here the work is organized differently:
   (`--random_seed`, chunk index) and writes to fixed shards, so the output
   is byte-identical whatever `--num_workers`.
 - Workers. Chunks run in a "forkserver" process pool: TensorFlow is
-  imported once, in the fork server, and its workers are forked from it
-  before any TensorFlow op runs (TensorFlow is not fork-safe after that),
-  instead of each paying the import (4-6 s of CPU here). Each worker
-  builds its tokenizer once and writes a chunk's
-  records to a staging file, which this process (free of TensorFlow)
-  appends to the shard's temporary file. Shards are renamed into place when
-  complete, and a rerun skips complete shards.
+  imported once, in the fork server (`worker_preload`), and its workers are
+  forked from it before any TensorFlow op runs (TensorFlow is not fork-safe
+  after that), instead of each paying the import (4-6 s of CPU here). This
+  process indexes the corpus during that import. Each worker builds its
+  tokenizer once and writes a chunk's records to a staging file, which this
+  process (free of TensorFlow) appends to the shard's temporary file. Shards
+  are renamed into place when complete, and a rerun skips complete shards.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -125,36 +126,47 @@ def create_pretraining_data(settings: Settings, log: TextIO = sys.stderr) -> Sum
     folders = [path for path in outputs if os.path.isdir(path)]
     if folders:
         raise IsADirectoryError(f"--output_file: {folders[0]} is a folder")
-    with _chunk_runner(settings) as run_chunks:  # workers start while the corpus is indexed
-        index = shards_lib.index_corpus(paths, settings.documents_per_chunk)
-        if not index.documents:
-            raise ValueError(f"the input files hold no documents: {', '.join(paths)}")
-        fingerprint = _fingerprint(settings, paths, outputs)
-        complete = {shard for shard, path in enumerate(outputs)
-                    if shards_lib.is_complete(path, fingerprint)}
-        tasks = []
-        for chunk_index, chunk in enumerate(index.chunks):
-            targets = shards_lib.chunk_shards(chunk_index, len(index.chunks), len(outputs))
-            if not set(targets) <= complete:
-                tasks.append((chunk_index, chunk, targets))
-        for shard, path in enumerate(outputs):
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            if shard not in complete:
-                shards_lib.marker_path(path).unlink(missing_ok=True)
-        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(outputs[0])}.staging-",
-                                   dir=os.path.dirname(os.path.abspath(outputs[0])))
-        writer = shards_lib.ShardWriter(outputs, fingerprint, complete, len(index.chunks))
-        progress = _Progress(sum(chunk.documents for _, chunk, _ in tasks), log)
-        empty = 0
-        try:
-            for result in run_chunks(_ChunkTask(i, chunk, targets, staging, settings)
-                                     for i, chunk, targets in tasks):
-                writer.add(result.index, result.files)
-                empty += result.empty_documents
-                progress.update(result.documents, sum(n for _, n in result.files.values()))
-        finally:
-            writer.discard_unfinished()
-            shutil.rmtree(staging, ignore_errors=True)
+    # Starting the workers waits for their TensorFlow import: index the corpus meanwhile.
+    with concurrent.futures.ThreadPoolExecutor(1) as background:
+        indexing = background.submit(shards_lib.index_corpus, paths, settings.documents_per_chunk)
+        with _chunk_runner(settings) as run_chunks:
+            return _write_shards(settings, paths, outputs, indexing.result(), run_chunks, log,
+                                 started)
+
+
+def _write_shards(settings: Settings, paths: list[str], outputs: list[str],
+                  index: shards_lib.CorpusIndex,
+                  run_chunks: Callable[[Iterable[_ChunkTask]], Iterable[_ChunkResult]],
+                  log: TextIO, started: float) -> Summary:
+    """Turns the indexed corpus into the shards not yet complete, chunk by chunk."""
+    if not index.documents:
+        raise ValueError(f"the input files hold no documents: {', '.join(paths)}")
+    fingerprint = _fingerprint(settings, paths, outputs)
+    complete = {shard for shard, path in enumerate(outputs)
+                if shards_lib.is_complete(path, fingerprint)}
+    tasks = []
+    for chunk_index, chunk in enumerate(index.chunks):
+        targets = shards_lib.chunk_shards(chunk_index, len(index.chunks), len(outputs))
+        if not set(targets) <= complete:
+            tasks.append((chunk_index, chunk, targets))
+    for shard, path in enumerate(outputs):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if shard not in complete:
+            shards_lib.marker_path(path).unlink(missing_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(outputs[0])}.staging-",
+                               dir=os.path.dirname(os.path.abspath(outputs[0])))
+    writer = shards_lib.ShardWriter(outputs, fingerprint, complete, len(index.chunks))
+    progress = _Progress(sum(chunk.documents for _, chunk, _ in tasks), log)
+    empty = 0
+    try:
+        for result in run_chunks(_ChunkTask(i, chunk, targets, staging, settings)
+                                 for i, chunk, targets in tasks):
+            writer.add(result.index, result.files)
+            empty += result.empty_documents
+            progress.update(result.documents, sum(n for _, n in result.files.values()))
+    finally:
+        writer.discard_unfinished()
+        shutil.rmtree(staging, ignore_errors=True)
     progress.finish()
     return Summary(progress.documents, empty, index.files_without_documents, writer.instances,
                    len(outputs) - len(complete), len(complete), time.monotonic() - started)
@@ -180,7 +192,7 @@ def _chunk_runner(settings: Settings) -> Iterator[Callable[[Iterable[_ChunkTask]
         yield lambda tasks: map(_process_chunk, tasks)
         return
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["data_prep.tokenization"])  # imports TensorFlow
+    context.set_forkserver_preload(["data_prep.worker_preload"])  # imports TensorFlow
     pool = context.Pool(
         settings.num_workers, initializer=_start_worker,
         initargs=(settings.vocab_file, settings.do_lower_case))

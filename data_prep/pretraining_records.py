@@ -39,6 +39,7 @@ def serialize_examples(features: Mapping[str, np.ndarray]) -> list[bytes]:
     appear in the mapping's order.
     """
     blocks = []  # (bytes [N, width], which of them belong to the record [N, width]) per piece
+    sizes = []  # bytes of each piece that belong to each row [N]
     rows = None
     for name, values in features.items():
         values = np.asarray(values)
@@ -48,19 +49,24 @@ def serialize_examples(features: Mapping[str, np.ndarray]) -> list[bytes]:
         if values.dtype.kind == "f":
             payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8)
             payload = (payload, np.ones(payload.shape, dtype=bool))
+            payload_sizes = np.full(rows, payload[0].shape[1])
             list_tag = _FLOAT_LIST
         else:
             payload = _varint_block(values)
+            payload_sizes = np.count_nonzero(payload[1], axis=1)
             list_tag = _INT64_LIST
-        blocks += [_feature_headers(name, list_tag, np.count_nonzero(payload[1], axis=1)), payload]
+        header, header_sizes = _feature_headers(name, list_tag, payload_sizes)
+        blocks += [header, payload]
+        sizes += [header_sizes, payload_sizes]
     if not rows:
         return []
-    body_sizes = sum(np.count_nonzero(present, axis=1) for _, present in blocks)
-    blocks.insert(0, _by_size(body_sizes, lambda size: _FIELD_1 + _varint(size)))
+    body_sizes = np.sum(sizes, axis=0)
+    outer, outer_sizes = _by_size(body_sizes, lambda size: _FIELD_1 + _varint(size))
+    blocks.insert(0, outer)
     data = np.concatenate([block for block, _ in blocks], axis=1)
     present = np.concatenate([present for _, present in blocks], axis=1)
     offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.count_nonzero(present, axis=1), out=offsets[1:])
+    np.cumsum(body_sizes + outer_sizes, out=offsets[1:])
     buffer = data.reshape(-1)[np.flatnonzero(present.reshape(-1))].tobytes()
     offsets = offsets.tolist()
     return [buffer[start:stop] for start, stop in zip(offsets[:-1], offsets[1:])]
@@ -84,8 +90,8 @@ def _varint_block(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return digits.reshape(len(values), -1), present.reshape(len(values), -1)
 
 
-def _feature_headers(name: str, list_tag: bytes,
-                     payload_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _feature_headers(name: str, list_tag: bytes, payload_sizes: np.ndarray
+                     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
     """Everything before one feature's packed values, for each row's payload size."""
     key = _FIELD_1 + _varint(len(name.encode())) + name.encode()
 
@@ -98,15 +104,18 @@ def _feature_headers(name: str, list_tag: bytes,
     return _by_size(payload_sizes, header)
 
 
-def _by_size(sizes: np.ndarray, make: Callable[[int], bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """`make(size)` for each row's size as padded [N, width] bytes and a mask; few sizes occur."""
+def _by_size(sizes: np.ndarray, make: Callable[[int], bytes]
+             ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """`make(size)` for each row's size: padded [N, width] bytes and their mask, and the
+    bytes of each row [N]. Few distinct sizes occur, so each is made once."""
     distinct, which = np.unique(sizes, return_inverse=True)
     blobs = [make(int(size)) for size in distinct]
     lengths = np.array([len(blob) for blob in blobs])
     table = np.zeros((len(blobs), int(lengths.max())), dtype=np.uint8)
     for row, blob in enumerate(blobs):
         table[row, :len(blob)] = np.frombuffer(blob, dtype=np.uint8)
-    return table[which], np.arange(table.shape[1]) < lengths[which][:, None]
+    row_lengths = lengths[which]
+    return (table[which], np.arange(table.shape[1]) < row_lengths[:, None]), row_lengths
 
 
 def _varint(value: int) -> bytes:

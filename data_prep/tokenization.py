@@ -165,7 +165,7 @@ class FullTokenizer(tf.Module):
             raise KeyError(f"id {error.args[0]} is outside the vocabulary of {len(tokens)} "
                            "tokens") from None
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize_batch(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """[N] UTF-8 strings -> (token ids [N, (tokens)], word index of each token) int32.
 

@@ -191,3 +191,34 @@ def test_index_splits_documents_at_blank_lines_as_str_strip_sees_them(tmp_path, 
         documents += [lines[start:stop] for start, stop in zip(starts, starts[1:] + [len(lines)])]
     assert documents == [["one two", "three"], ["four"], ["\u4e00\u4e8c"],
                          ["five six seven", "last"]]
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_append_file_copies_the_rest_of_the_source_after_the_target(tmp_path, monkeypatch,
+                                                                    kernel_copy):
+    if not kernel_copy:
+        def unsupported(*args):
+            raise OSError(18, "Invalid cross-device link")
+        monkeypatch.setattr(os, "copy_file_range", unsupported)
+    source, target = tmp_path / "staged", tmp_path / "shard"
+    payload = bytes(random.Random(0).getrandbits(8) for _ in range(300_000))
+    source.write_bytes(payload)
+    with open(target, "wb") as shard:
+        shard.write(b"head")
+        shard.flush()
+        with open(source, "rb") as staged:
+            staged.seek(5)
+            shards_lib.append_file(staged, shard)
+        with open(source, "rb") as staged:
+            shards_lib.append_file(staged, shard)
+    assert target.read_bytes() == b"head" + payload[5:] + payload
+
+
+def test_worker_preload_imports_tensorflow_and_leaves_sklearn_importable():
+    check = ("import sys, data_prep.worker_preload; "
+             "assert 'tensorflow' in sys.modules and 'sklearn' not in sys.modules; "
+             "import sklearn; print(sklearn.__name__)")
+    result = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "sklearn"

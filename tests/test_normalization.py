@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from data_prep.normalization import normalize, split_words
+from data_prep.normalization import _normalize_unicode, normalize, split_words
 
 
 def _normalized(text: str, lower_case: bool) -> str:
@@ -87,3 +87,17 @@ def test_split_words_punctuation_is_ascii_symbols_and_unicode_p():
 def test_split_words_is_per_text_and_deletes_controls_first():
     words = split_words(tf.constant(["one two", "", "thr\u200bee\x00, four"]), lower_case=True)
     assert words.to_list() == [[b"one", b"two"], [], [b"three", b",", b"four"]]
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_ascii_shortcut_equals_the_unicode_path_and_keeps_order_and_shape(lower_case):
+    every_ascii = "".join(map(chr, range(128)))
+    texts = [every_ascii, "Caf\u00e9 AU LAIT", "ASCII\nthen \u00c0 after a newline", "",
+             "MiXeD\x7f\x01 Case\t", "\u03a3\u0391\u03a3 x", "plain ascii, Words."]
+    batch = tf.constant([[text.encode("utf-8") for text in texts[:4]] + [b"A\xffB"],
+                         [text.encode("utf-8") for text in texts[4:]] + [b"", b"Z"]])
+    fast = normalize(batch, lower_case)
+    assert fast.shape == batch.shape
+    assert fast.numpy().tolist() == _normalize_unicode(batch, lower_case).numpy().tolist()
+    kept = "".join(c for c in every_ascii if c in "\t\n\r" or 32 <= ord(c) < 127)
+    assert fast[0, 0].numpy().decode() == (kept.lower() if lower_case else kept)
