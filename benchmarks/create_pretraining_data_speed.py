@@ -152,6 +152,7 @@ def extract_peer(peer: dict, folder: Path) -> Path:
 def measure(label: str, command: list[str], output: Path, log: Path) -> dict:
     """Runs `command` under the MEASURE wrapper; adds the instances written to its figures."""
     print(f"running {label} ...", flush=True)
+    os.sync()  # the corpora and earlier outputs (GBs) would otherwise be written back during it
     load_before = os.getloadavg()[0]
     completed = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(command), str(log)],
                                capture_output=True, text=True, check=True, cwd=ROOT)

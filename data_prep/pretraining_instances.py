@@ -228,16 +228,17 @@ def build_features(token_ids: np.ndarray, spans: np.ndarray, options: InstanceOp
 
     Returns the features of FEATURE_NAMES as arrays with one row per span.
     """
+    spans = spans.astype(np.int32)  # offsets within a chunk; half the memory traffic of int64
     rows = np.arange(len(spans))[:, None]
     a_start, a_stop, b_start, b_stop, labels = (spans[:, k:k + 1] for k in range(5))
     a_length, b_length = a_stop - a_start, b_stop - b_start
-    position = np.arange(options.max_seq_length)[None, :]
+    position = np.arange(options.max_seq_length, dtype=np.int32)[None, :]
     b_first = a_length + 2
     in_a = (position >= 1) & (position <= a_length)
     in_b = (position >= b_first) & (position < b_first + b_length)
     in_text = in_a | in_b
     source = np.where(in_a, a_start - 1 + position, b_start - b_first + position)
-    input_ids = np.where(in_text, token_ids[np.where(in_text, source, 0)], 0).astype(np.int64)
+    input_ids = np.where(in_text, token_ids[np.where(in_text, source, 0)], 0).astype(np.int32)
     length = a_length + 2 + (b_length + 1 if options.next_sentence else 0)
     input_ids[:, 0] = vocab.cls_id
     input_ids[rows, a_length + 1] = vocab.sep_id

@@ -22,7 +22,8 @@ Example (tests/test_pretraining_instances.py checks both).
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+import functools
+from typing import Mapping
 
 import numpy as np
 
@@ -55,14 +56,17 @@ def serialize_examples(features: Mapping[str, np.ndarray]) -> list[bytes]:
             payload = _varint_block(values)
             payload_sizes = np.count_nonzero(payload[1], axis=1)
             list_tag = _INT64_LIST
-        header, header_sizes = _feature_headers(name, list_tag, payload_sizes)
+        header, header_sizes = _feature_headers(name, list_tag, payload_sizes,
+                                                payload[0].shape[1])
         blocks += [header, payload]
         sizes += [header_sizes, payload_sizes]
     if not rows:
         return []
     body_sizes = np.sum(sizes, axis=0)
-    outer, outer_sizes = _by_size(body_sizes, lambda size: _FIELD_1 + _varint(size))
-    blocks.insert(0, outer)
+    size_digits, size_present = _varint_block(body_sizes[:, None])
+    blocks.insert(0, (np.concatenate([np.full((rows, 1), _FIELD_1[0], np.uint8), size_digits], 1),
+                      np.concatenate([np.ones((rows, 1), bool), size_present], 1)))
+    outer_sizes = 1 + np.count_nonzero(size_present, axis=1)
     data = np.concatenate([block for block, _ in blocks], axis=1)
     present = np.concatenate([present for _, present in blocks], axis=1)
     offsets = np.zeros(rows + 1, dtype=np.int64)
@@ -90,9 +94,19 @@ def _varint_block(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return digits.reshape(len(values), -1), present.reshape(len(values), -1)
 
 
-def _feature_headers(name: str, list_tag: bytes, payload_sizes: np.ndarray
+def _feature_headers(name: str, list_tag: bytes, payload_sizes: np.ndarray, most: int
                      ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """Everything before one feature's packed values, for each row's payload size."""
+    """Everything before one feature's packed values, for each row's payload size (<= `most`):
+    padded [N, width] bytes and their mask, and the bytes of each row [N]."""
+    table, lengths = _header_table(name, list_tag, most)
+    row_lengths = lengths[payload_sizes]
+    return (table[payload_sizes], np.arange(table.shape[1]) < row_lengths[:, None]), row_lengths
+
+
+@functools.lru_cache(maxsize=64)
+def _header_table(name: str, list_tag: bytes, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """The header of every payload size 0..`most`, padded, and its length: made once per run,
+    since a batch holds hundreds of distinct sizes (varints vary in length)."""
     key = _FIELD_1 + _varint(len(name.encode())) + name.encode()
 
     def header(payload_size: int) -> bytes:
@@ -101,21 +115,12 @@ def _feature_headers(name: str, list_tag: bytes, payload_sizes: np.ndarray
         feature = b"\x12" + _varint(len(value_list) + payload_size) + value_list
         return _FIELD_1 + _varint(len(key) + len(feature) + payload_size) + key + feature
 
-    return _by_size(payload_sizes, header)
-
-
-def _by_size(sizes: np.ndarray, make: Callable[[int], bytes]
-             ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """`make(size)` for each row's size: padded [N, width] bytes and their mask, and the
-    bytes of each row [N]. Few distinct sizes occur, so each is made once."""
-    distinct, which = np.unique(sizes, return_inverse=True)
-    blobs = [make(int(size)) for size in distinct]
+    blobs = [header(size) for size in range(most + 1)]
     lengths = np.array([len(blob) for blob in blobs])
     table = np.zeros((len(blobs), int(lengths.max())), dtype=np.uint8)
     for row, blob in enumerate(blobs):
         table[row, :len(blob)] = np.frombuffer(blob, dtype=np.uint8)
-    row_lengths = lengths[which]
-    return (table[which], np.arange(table.shape[1]) < row_lengths[:, None]), row_lengths
+    return table, lengths
 
 
 def _varint(value: int) -> bytes:

@@ -43,6 +43,9 @@ REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[MASK]", UNK_TOKEN)
 PAD_TOKEN = "[PAD]"
 MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
 MAX_BYTES_PER_CHAR = 4
+# Where a word over MAX_CHARS_PER_WORD can be: in a run of that many non-space characters
+# (RE2's \\s is ASCII whitespace; the other whitespace the original splits on is wider).
+_LONG_RUN = f"(?s).*\\S{{{MAX_CHARS_PER_WORD + 1}}}.*"
 
 
 def load_vocab(vocab_file: str) -> list[str]:
@@ -173,16 +176,16 @@ class FullTokenizer(tf.Module):
         original's BasicTokenizer (punctuation marks and CJK ideographs are
         words of their own); all sub-tokens of a word share its index.
         """
-        token_ids = self._wordpiece.tokenize(normalization.normalize(texts, self.do_lower_case))
+        normalized = normalization.normalize(texts, self.do_lower_case)
+        token_ids = self._wordpiece.tokenize(normalized)
         flat_ids, row_splits = token_ids.flat_values, token_ids.row_splits
         starts_word = tf.logical_not(tf.gather(self._continues_word, flat_ids))
-        word_of_token = tf.cumsum(tf.cast(starts_word, tf.int32)) - 1
-        word_chars = tf.math.segment_sum(tf.gather(self._piece_chars, flat_ids), word_of_token)
-        too_long = word_chars > MAX_CHARS_PER_WORD
+        # Counting each word's characters costs half as much as WordPiece itself; a
+        # word over the limit needs a longer run of non-space characters, which is rare.
+        may_hold_long_words = tf.reduce_any(tf.strings.regex_full_match(normalized, _LONG_RUN))
         flat_ids, row_splits, starts_word = tf.cond(
-            tf.reduce_any(too_long),
-            lambda: self._fold_words(flat_ids, row_splits, starts_word,
-                                     tf.gather(too_long, word_of_token)),
+            may_hold_long_words,
+            lambda: self._fold_long_words(flat_ids, row_splits, starts_word),
             lambda: (flat_ids, row_splits, starts_word))
         words_before = tf.concat([[0], tf.cumsum(tf.cast(starts_word, tf.int32))], axis=0)
         first_word_of_row = tf.gather(words_before, row_splits[:-1])
@@ -190,9 +193,12 @@ class FullTokenizer(tf.Module):
         return (tf.RaggedTensor.from_row_splits(flat_ids, row_splits, validate=False),
                 tf.RaggedTensor.from_row_splits(word_ids, row_splits, validate=False))
 
-    def _fold_words(self, flat_ids: tf.Tensor, row_splits: tf.Tensor, starts_word: tf.Tensor,
-                    in_long_word: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def _fold_long_words(self, flat_ids: tf.Tensor, row_splits: tf.Tensor,
+                         starts_word: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Replaces each word over MAX_CHARS_PER_WORD characters by one [UNK], as the original."""
+        word_of_token = tf.cumsum(tf.cast(starts_word, tf.int32)) - 1
+        word_chars = tf.math.segment_sum(tf.gather(self._piece_chars, flat_ids), word_of_token)
+        in_long_word = tf.gather(word_chars > MAX_CHARS_PER_WORD, word_of_token)
         keep = tf.logical_or(starts_word, tf.logical_not(in_long_word))
         ids = tf.where(in_long_word, tf.constant(self.unk_id, tf.int32), flat_ids)
         kept = tf.RaggedTensor.from_row_splits(tf.cast(keep, tf.int64), row_splits, validate=False)
