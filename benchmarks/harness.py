@@ -160,7 +160,7 @@ def comparison_table(comparisons: Sequence[Comparison], unit: str) -> str:
 
 def machine_info(packages: Iterable[str] = ()) -> dict[str, str]:
     """CPU model, usable cores, Python and the installed versions of `packages`."""
-    info = {"cpu": _cpu_model(), "cores": str(_usable_cores()),
+    info = {"cpu": _cpu_model(), "cores": str(usable_cores()),
             "python": platform.python_version(), "platform": platform.platform()}
     for package in packages:
         try:
@@ -181,7 +181,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """Cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
