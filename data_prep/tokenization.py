@@ -43,8 +43,8 @@ REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[MASK]", UNK_TOKEN)
 PAD_TOKEN = "[PAD]"
 MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
 MAX_BYTES_PER_CHAR = 4
-# Where a word over MAX_CHARS_PER_WORD can be: in a run of that many non-space characters
-# (RE2's \\s is ASCII whitespace; the other whitespace the original splits on is wider).
+# A text that may hold a word over MAX_CHARS_PER_WORD: RE2's \S excludes only ASCII
+# whitespace, so a run of \S is at least as long as any word of the original inside it.
 _LONG_RUN = f"(?s).*\\S{{{MAX_CHARS_PER_WORD + 1}}}.*"
 
 
