@@ -251,7 +251,7 @@ def main() -> None:
                                           *FLAGS], output, scratch / f"{name}.log")
             runs[label]["output"] = output
         compared = {label: statistics(run["output"], 5) for label, run in runs.items()
-                    if label != "ours, 10x, 2 workers" and label != "ours, 1x, 1 worker"}
+                    if label not in ("ours, 1x, 1 worker", "ours, 10x, 2 workers")}
         sizes = {label: path.stat().st_size / 2**20 for label, path in corpora.items()}
     write_report(runs, [f"{PEERS[name]['label']}, 1x" for name in peers], compared, sizes)
 

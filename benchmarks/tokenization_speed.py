@@ -67,10 +67,10 @@ def main() -> None:
     sequential = harness.measure(
         "ours: FullTokenizer.tokenize_batch (tensorflow-text), one batch at a time",
         lambda: [ours.tokenize_batch(batch) for batch in encoded_batches], tokens)
-    threads = concurrent.futures.ThreadPoolExecutor(harness.usable_cores())
-    ours_result = harness.measure(
-        "ours: FullTokenizer.tokenize_batch (tensorflow-text), a thread per core",
-        lambda: list(threads.map(ours.tokenize_batch, encoded_batches)), tokens)
+    with concurrent.futures.ThreadPoolExecutor(harness.usable_cores()) as threads:
+        ours_result = harness.measure(
+            "ours: FullTokenizer.tokenize_batch (tensorflow-text), a thread per core",
+            lambda: list(threads.map(ours.tokenize_batch, encoded_batches)), tokens)
     peer_result = harness.measure(
         "peer: tokenizers BertWordPieceTokenizer.encode_batch",
         lambda: [peer.encode_batch(batch, add_special_tokens=False) for batch in batches], tokens)
