@@ -22,6 +22,8 @@ test: $(STAMP)
 # Benchmarks run peers (keras-hub, Hugging Face tokenizers) in their own environment.
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
+# Hugging Face PyTorch peers and references; torch lives only here.
+REF_VENV := .venv-ref
 
 $(BENCH_STAMP): requirements.txt benchmarks/requirements.txt
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
@@ -29,14 +31,14 @@ $(BENCH_STAMP): requirements.txt benchmarks/requirements.txt
 		-r benchmarks/requirements.txt
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) $(REF_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/tokenization_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/encoder_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/finetuning_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/create_pretraining_data_speed.py
+	$(BENCH_VENV)/bin/python benchmarks/training_speed.py
 
 # Accuracy against PyTorch references; torch lives only in .venv-ref.
-REF_VENV := .venv-ref
 $(REF_VENV)/.installed: benchmarks/peers/requirements-torch.txt
 	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
 	$(REF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \

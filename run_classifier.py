@@ -9,7 +9,9 @@ The paper's recipe (Section 4.1): for each learning rate in
 `--learning_rates` and each of `--num_restarts` restarts (different data
 order and classifier initialization), fine-tune and score on dev; keep the
 best. Every run is listed in `sweep_results.tsv`; the best run's model is
-the one evaluated, used for test predictions, saved and exported.
+the one evaluated, used for test predictions, saved and exported. A run
+whose loss stops being finite is listed as `diverged at step N` and never
+chosen; if every run diverges, nothing is saved and the runner fails.
 
 `--causal` fine-tunes the left-to-right (GPT-style) model: causal attention
 and the classifier on the last token; `--lm_aux_weight` adds GPT's
@@ -25,12 +27,13 @@ raw strings.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import numpy as np
 from absl import flags, logging
 
-from training import finetuning
+from training import finetuning, runner_flags
 
 FLAGS = flags.FLAGS
 finetuning.define_flags(max_seq_length=128, learning_rate=5e-5, num_train_epochs=3.0)
@@ -131,10 +134,15 @@ def _model_fn(setup, data: TaskData):
 
 
 def _sweep(setup, data: TaskData):
-    """Fine-tunes every (learning rate, restart); returns the best model and the table rows."""
+    """Fine-tunes every (learning rate, restart); returns the best model and the table rows.
+
+    A run that diverges is listed as such and never chosen: its weights are
+    NaN, and a too-high rate in a sweep should cost one row, not the sweep.
+    """
     import keras
 
     from modeling.task_models import classification_loss, regression_loss
+    from training.loop import TrainingDiverged
 
     loss_fn = regression_loss if data.labels is None and not data.multiple_choice \
         else classification_loss
@@ -147,27 +155,41 @@ def _sweep(setup, data: TaskData):
         keras.utils.set_random_seed(FLAGS.random_seed + restart)
         model = finetuning.build_model(setup.strategy, _model_fn(setup, data),
                                        FLAGS.init_checkpoint)
-        finetuning.train(model, setup.strategy, data.train, loss_fn, run_dir,
-                         seed=FLAGS.random_seed + restart, learning_rate=rate)
+        try:
+            finetuning.train(model, setup.strategy, data.train, loss_fn, run_dir,
+                             seed=FLAGS.random_seed + restart, learning_rate=rate)
+        except TrainingDiverged as error:
+            if len(runs) == 1:
+                raise
+            rows.append((rate, restart, math.nan, {}, f"diverged at step {error.step}"))
+            logging.warning("learning rate %g, restart %d: %s", rate, restart, error)
+            continue
         scores = _scores(data, model) if data.dev else {}
         score = np.mean([v for k, v in scores.items() if k.endswith("_score")]) \
             if scores else 0.0
-        rows.append((rate, restart, score, scores))
+        rows.append((rate, restart, score, scores, "finished"))
         logging.info("learning rate %g, restart %d: dev score %.4f", rate, restart, score)
         if best is None or score > best[0]:
             best = (score, model, (rate, restart))
+    if best is None:
+        _write_sweep_table(rows, None)
+        runs_text = ", ".join(f"{rate:g} (restart {restart}) {status}"
+                              for rate, restart, _, _, status in rows)
+        raise ValueError(f"every run of the sweep diverged: {runs_text}; see "
+                         f"{os.path.join(FLAGS.output_dir, 'sweep_results.tsv')} and pass "
+                         "lower --learning_rates")
     return best[1], best[2], rows
 
 
 def _write_sweep_table(rows, chosen) -> None:
     from training.cli import write_text_atomically
 
-    keys = sorted({key for *_, scores in rows for key in scores})
-    lines = ["\t".join(["learning_rate", "restart", "dev_score", *keys, "chosen"])]
-    for rate, restart, score, scores in rows:
+    keys = sorted({key for _, _, _, scores, _ in rows for key in scores})
+    lines = ["\t".join(["learning_rate", "restart", "dev_score", *keys, "status", "chosen"])]
+    for rate, restart, score, scores, status in rows:
         lines.append("\t".join([f"{rate:g}", str(restart), f"{score:.4f}",
                                 *(f"{scores.get(key, float('nan')):.4f}" for key in keys),
-                                "*" if (rate, restart) == chosen else ""]))
+                                status, "*" if (rate, restart) == chosen else ""]))
     write_text_atomically(os.path.join(FLAGS.output_dir, "sweep_results.tsv"),
                           "\n".join(lines) + "\n")
 
@@ -193,13 +215,19 @@ def _write_submissions(data: TaskData, model) -> None:
         logging.info("Wrote %s/%s.tsv (%d rows)", folder, stem, len(examples))
 
 
+def _check_flags(values: flags.FlagValues = FLAGS) -> None:
+    """The task's own flags; `finetuning.setup` checks the shared ones."""
+    for name in ("task_name", "data_dir"):
+        if not values[name].value:
+            raise ValueError(f"--{name} is required")
+    runner_flags.check_ranges(values, positive=("num_restarts",),
+                              non_negative=("lm_aux_weight",))
+    runner_flags.parse_learning_rates(values.learning_rates)
+
+
 def main(argv: list[str]) -> None:
     del argv
-    for name in ("task_name", "data_dir"):
-        if not getattr(FLAGS, name):
-            raise ValueError(f"--{name} is required")
-    if FLAGS.num_restarts < 1:
-        raise ValueError(f"--num_restarts must be positive, got {FLAGS.num_restarts}")
+    _check_flags()
     setup = finetuning.setup()
     from training import cli
 

@@ -43,7 +43,7 @@ import numpy as np
 from absl import flags, logging
 
 from modeling.feature_tagger import FEATURE_LAYERS, check_feature_layers
-from training import finetuning
+from training import finetuning, runner_flags
 
 FLAGS = flags.FLAGS
 finetuning.define_flags(max_seq_length=128, learning_rate=5e-5, num_train_epochs=3.0,
@@ -167,13 +167,7 @@ def _feature_based(setup, labels: list[str], splits: dict[str, Split]) -> Predic
 
     from modeling.feature_tagger import FeatureBatches, FeatureTagger
 
-    if not FLAGS.init_checkpoint:
-        raise ValueError("--mode=feature_based needs --init_checkpoint: features of a random "
-                         "encoder are noise")
     epochs = FLAGS.num_train_epochs
-    if FLAGS.do_train and (epochs < 1 or epochs != int(epochs)):
-        raise ValueError(f"--mode=feature_based trains whole epochs; got "
-                         f"--num_train_epochs={epochs}")
     features = _cached_features(setup, splits)
     keras.utils.set_random_seed(FLAGS.random_seed)
     model = FeatureTagger(len(labels), FLAGS.lstm_units, dropout=FLAGS.lstm_dropout)
@@ -227,10 +221,27 @@ def _scores(split: Split, logits: np.ndarray, labels: list[str], scheme: str,
     return results
 
 
+def _check_flags(values: flags.FlagValues = FLAGS) -> None:
+    """The tagger's own flags; `finetuning.setup` checks the shared ones."""
+    if not values.data_dir:
+        raise ValueError("--data_dir is required")
+    runner_flags.check_ranges(values, positive=("lstm_units",) + (
+        ("window_stride",) if values.window_stride is not None else ()))
+    if not 0 <= values.lstm_dropout < 1:
+        raise ValueError(f"--lstm_dropout must be in [0, 1), got {values.lstm_dropout}")
+    if values.mode == "feature_based":
+        if not values.init_checkpoint:
+            raise ValueError("--mode=feature_based needs --init_checkpoint: features of a "
+                             "random encoder are noise")
+        epochs = values.num_train_epochs
+        if values.do_train and (epochs < 1 or epochs != int(epochs)):
+            raise ValueError(f"--mode=feature_based trains whole epochs; got "
+                             f"--num_train_epochs={epochs}")
+
+
 def main(argv: list[str]) -> None:
     del argv
-    if not FLAGS.data_dir:
-        raise ValueError("--data_dir is required")
+    _check_flags()
     setup = finetuning.setup()
     if FLAGS.mode == "feature_based":
         check_feature_layers(FLAGS.feature_layers, setup.config.num_hidden_layers)

@@ -28,55 +28,88 @@ from absl import flags, logging
 from training import runner_flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "TFRecord files: glob or comma-separated globs.")
-flags.DEFINE_string("eval_input_file", None, "Evaluation records (default: --input_file).")
-flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json.")
-flags.DEFINE_string("output_dir", None, "Checkpoints, logs and results go here.")
-flags.DEFINE_string("init_checkpoint", None, "Google, Hugging Face or own checkpoint to start from.")
-flags.DEFINE_string("vocab_file", None, "Copied next to the exported model when given.")
-flags.DEFINE_bool("do_train", False, "Train.")
-flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_input_file (or --input_file).")
-flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm", "ltr"], "Pre-training objective.")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size per optimizer update.")
-flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
-flags.DEFINE_integer("num_train_steps", 100000, "Optimizer updates.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (the original) or LAMB.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1,
-                     "Micro-batches per update; each is train_batch_size / this.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Updates between checkpoints.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-flags.DEFINE_integer("iterations_per_loop", 1, "Steps per tf.function call (steps_per_execution).")
-flags.DEFINE_integer("log_every", 100, "Updates between progress lines and TensorBoard points.")
-flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.")
-flags.DEFINE_integer("random_seed", 12345, "Seed for input order, dropout and initialization.")
-runner_flags.define_distribution_flags()
 
 
-def _check_flags() -> None:
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """The original script's flags plus ours, in `flag_values`.
+
+    Defined when the file runs as a script, so that importing it (tests,
+    notebooks) registers nothing in absl's global registry, where another
+    runner's flags of the same names may already be.
+    """
+    into = {"flag_values": flag_values}
+    flags.DEFINE_string("input_file", None, "TFRecord files: glob or comma-separated globs.",
+                        **into)
+    flags.DEFINE_string("eval_input_file", None,
+                        "Evaluation records (default: --input_file).", **into)
+    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json.",
+                        **into)
+    flags.DEFINE_string("output_dir", None, "Checkpoints, logs and results go here.", **into)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Google, Hugging Face or own checkpoint to start from.", **into)
+    flags.DEFINE_string("vocab_file", None, "Copied next to the exported model when given.",
+                        **into)
+    flags.DEFINE_bool("do_train", False, "Train.", **into)
+    flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_input_file (or --input_file).",
+                      **into)
+    flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm", "ltr"],
+                      "Pre-training objective.", **into)
+    flags.DEFINE_integer("train_batch_size", 32, "Global batch size per optimizer update.",
+                         **into)
+    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", **into)
+    flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.", **into)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.", **into)
+    flags.DEFINE_integer("num_train_steps", 100000, "Optimizer updates.", **into)
+    flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.", **into)
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", **into)
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (the original) or LAMB.",
+                      **into)
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Micro-batches per update; each is train_batch_size / this.", **into)
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Updates between checkpoints.", **into)
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", **into)
+    flags.DEFINE_integer("iterations_per_loop", 1,
+                         "Steps per tf.function call (steps_per_execution).", **into)
+    flags.DEFINE_integer("log_every", 100,
+                         "Updates between progress lines and TensorBoard points.", **into)
+    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.", **into)
+    flags.DEFINE_integer("random_seed", 12345,
+                         "Seed for input order, dropout and initialization.", **into)
+    runner_flags.define_distribution_flags(flag_values)
+
+
+def _check_flags(values: flags.FlagValues = FLAGS) -> None:
+    """Refuses flags that would fail late or, worse, give a run that exits 0 with a wrong result."""
     for name in ("input_file", "bert_config_file", "output_dir"):
-        if not getattr(FLAGS, name):
+        if not values[name].value:
             raise ValueError(f"--{name} is required")
-    if not (FLAGS.do_train or FLAGS.do_eval):
+    if not (values.do_train or values.do_eval):
         raise ValueError("at least one of --do_train and --do_eval must be set")
-    for name in ("train_batch_size", "eval_batch_size", "max_seq_length", "num_train_steps",
-                 "gradient_accumulation_steps", "save_checkpoints_steps", "iterations_per_loop",
-                 "max_eval_steps"):
-        if getattr(FLAGS, name) < 1:
-            raise ValueError(f"--{name} must be positive, got {getattr(FLAGS, name)}")
-    if FLAGS.train_batch_size % FLAGS.gradient_accumulation_steps:
-        raise ValueError(f"--train_batch_size={FLAGS.train_batch_size} is not divisible by "
-                         f"--gradient_accumulation_steps={FLAGS.gradient_accumulation_steps}")
-    if FLAGS.max_predictions_per_seq > FLAGS.max_seq_length:
+    runner_flags.check_ranges(
+        values,
+        positive=("train_batch_size", "eval_batch_size", "max_seq_length", "num_train_steps",
+                  "learning_rate", "save_checkpoints_steps", "keep_checkpoint_max",
+                  "iterations_per_loop", "log_every", "max_eval_steps",
+                  *runner_flags.DISTRIBUTION_POSITIVE),
+        non_negative=("num_warmup_steps", "max_predictions_per_seq",
+                      *runner_flags.DISTRIBUTION_NON_NEGATIVE))
+    runner_flags.check_accumulation(values)
+    if values.max_predictions_per_seq > values.max_seq_length:
         raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
+    if values.do_eval and not values.do_train and not values.init_checkpoint:
+        import tensorflow as tf
+
+        if not tf.train.latest_checkpoint(values.output_dir):
+            raise ValueError(f"--do_eval without --do_train would evaluate random weights: "
+                             f"--output_dir={values.output_dir} holds no checkpoint; pass "
+                             "--init_checkpoint or --do_train, or an --output_dir of a "
+                             "pre-training run")
 
 
 def main(argv: list[str]) -> None:
     del argv
     _check_flags()
+    runner_flags.check_output_dir(FLAGS.output_dir)
     # The strategy comes first: multi-worker collectives must be set up before any op runs.
     strategy = runner_flags.strategy_from_flags()
 
@@ -87,7 +120,7 @@ def main(argv: list[str]) -> None:
     from modeling.pretrainer import (BertPretrainer, pretraining_losses,
                                     pretraining_metric_sums)
     from training import cli, loop
-    from training.input_pipeline import pretraining_dataset
+    from training.input_pipeline import naming_corrupt_records, pretraining_dataset
     from training.optimization import create_optimizer
 
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -134,15 +167,18 @@ def main(argv: list[str]) -> None:
                                          FLAGS.log_every * accumulation,
                                          os.path.join(FLAGS.output_dir, "logs", "train")
                                          if chief else None, first_step=trainer.step)]
-        trainer.train(dataset(FLAGS.input_file, micro_batch, True, skip=trainer.step),
-                      total_micro_steps, FLAGS.iterations_per_loop, callbacks)
+        with naming_corrupt_records(FLAGS.input_file):
+            trainer.train(dataset(FLAGS.input_file, micro_batch, True, skip=trainer.step),
+                          total_micro_steps, FLAGS.iterations_per_loop, callbacks)
     global_step = trainer.step // accumulation
 
     if FLAGS.do_eval:
-        results = trainer.evaluate(
-            dataset(FLAGS.eval_input_file or FLAGS.input_file, FLAGS.eval_batch_size, False),
-            lambda features, outputs: pretraining_metric_sums(features, outputs, objective),
-            FLAGS.max_eval_steps)
+        eval_input = FLAGS.eval_input_file or FLAGS.input_file
+        with naming_corrupt_records(eval_input):
+            results = trainer.evaluate(
+                dataset(eval_input, FLAGS.eval_batch_size, False),
+                lambda features, outputs: pretraining_metric_sums(features, outputs, objective),
+                FLAGS.max_eval_steps)
         loss_key = "lm_loss" if objective == "ltr" else "masked_lm_loss"
         results["perplexity"] = math.exp(min(results[loss_key], 50.0))
         if chief:
@@ -167,4 +203,5 @@ def main(argv: list[str]) -> None:
 if __name__ == "__main__":
     from training.cli import run
 
+    define_flags()
     run(main)

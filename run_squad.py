@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from absl import flags, logging
 
-from training import finetuning
+from training import finetuning, runner_flags
 
 if TYPE_CHECKING:
     from data_prep.squad import SquadExample
@@ -78,11 +78,9 @@ def _check_flags() -> None:
         raise ValueError("--do_train needs --train_file")
     if (FLAGS.do_predict or FLAGS.do_eval) and not FLAGS.predict_file:
         raise ValueError("--do_predict and --do_eval need --predict_file")
-    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-        if getattr(FLAGS, name) < 1:
-            raise ValueError(f"--{name} must be positive, got {getattr(FLAGS, name)}")
-    if FLAGS.bilstm_units < 0:
-        raise ValueError(f"--bilstm_units must be 0 or positive, got {FLAGS.bilstm_units}")
+    runner_flags.check_ranges(
+        FLAGS, positive=("doc_stride", "max_query_length", "n_best_size", "max_answer_length"),
+        non_negative=("bilstm_units",))
 
 
 def _read(path: str, tokenizer: FullTokenizer, is_training: bool

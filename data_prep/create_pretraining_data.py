@@ -153,7 +153,9 @@ def _write_shards(settings: Settings, paths: list[str], outputs: list[str],
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if shard not in complete:
             shards_lib.marker_path(path).unlink(missing_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(outputs[0])}.staging-",
+    for leftover in shards_lib.remove_dead_leftovers(outputs):
+        print(f"Removed {leftover}, left by a run that was stopped", file=log)
+    staging = tempfile.mkdtemp(prefix=shards_lib.staging_prefix(outputs[0]),
                                dir=os.path.dirname(os.path.abspath(outputs[0])))
     writer = shards_lib.ShardWriter(outputs, fingerprint, complete, len(index.chunks))
     progress = _Progress(sum(chunk.documents for _, chunk, _ in tasks), log)
@@ -245,9 +247,9 @@ def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
 def _tokenizer(vocab_file: str, do_lower_case: bool) -> tuple[object, VocabIds]:
     key = (vocab_file, do_lower_case)
     if key not in _TOKENIZERS:
-        from data_prep.tokenization import FullTokenizer
+        from data_prep.tokenization import PRETRAINING_TOKENS, FullTokenizer
 
-        tokenizer = FullTokenizer(vocab_file, do_lower_case)
+        tokenizer = FullTokenizer(vocab_file, do_lower_case, required_tokens=PRETRAINING_TOKENS)
         tokens = [tokenizer.inv_vocab[i] for i in range(tokenizer.vocab_size)]
         _TOKENIZERS[key] = (tokenizer, VocabIds.from_tokens(tokens))
     return _TOKENIZERS[key]

@@ -191,7 +191,7 @@ def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length
     num_truncated = 0
     for i, example in enumerate(examples):
         packed = pack(tokens_a[i], tokens_b[i], max_seq_length, tokenizer.vocab)
-        wanted = len(tokens_a[i]) + 2 + (len(tokens_b[i]) + 1 if tokens_b[i] is not None else 0)
+        wanted = len(tokens_a[i]) + 2 + (len(tokens_b[i]) + 1 if tokens_b[i] else 0)
         num_truncated += wanted > max_seq_length
         features["input_ids"][i] = packed.input_ids
         features["input_mask"][i] = packed.input_mask

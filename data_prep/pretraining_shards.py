@@ -15,16 +15,22 @@ and renames it into place once the shard's last chunk is in. A complete
 shard then gets a small JSON marker, `.<shard name>.complete.json` in
 the same folder, recording every setting that shapes its content; a rerun
 with the same settings skips shards whose marker and size still match.
-TensorFlow's glob matches names starting with a dot, so read the records
-with a pattern that names them (`out-*.tfrecord`), not a bare `dir/*`.
+The training input pipeline skips such hidden files in its globs.
+
+Temporary names carry the writing process' ID (`.<shard>.partial-<pid>`,
+`.<marker>.partial-<pid>`, `.<first shard>.staging-<pid>-*/`). A run
+killed part way leaves them behind; the next run over the same outputs
+removes those whose process is gone, and leaves those of a live run alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
@@ -230,6 +236,80 @@ def mark_complete(shard_path: str, settings: dict, instances: int) -> None:
     temporary = marker.with_name(marker.name + f".partial-{os.getpid()}")
     temporary.write_text(json.dumps(content, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(temporary, marker)
+
+
+def staging_prefix(first_output: str) -> str:
+    """The name start of this process' staging folder beside the first shard."""
+    return f".{os.path.basename(first_output)}.staging-{os.getpid()}-"
+
+
+def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
+    """Removes the temporary files and folders of killed runs writing `outputs`; returns them.
+
+    Only names this module makes for these very outputs are considered, and
+    only when the process whose ID the name carries is gone (or the ID now
+    belongs to a process started after the leftover was last written to).
+    """
+    removed = []
+    by_folder: dict[str, list[str]] = {}
+    for path in outputs:
+        by_folder.setdefault(os.path.dirname(os.path.abspath(path)), []).append(
+            os.path.basename(path))
+    for folder, names in by_folder.items():
+        alternatives = "|".join(re.escape(name) for name in names)
+        pattern = re.compile(rf"\.(?:{alternatives})(?:\.complete\.json)?\.partial-(\d+)"
+                             rf"|\.(?:{alternatives})\.staging-(\d+)-.+")
+        try:
+            entries = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for entry in sorted(entries):
+            match = pattern.fullmatch(entry)
+            if not match:
+                continue
+            path = os.path.join(folder, entry)
+            if _writer_alive(int(match.group(1) or match.group(2)), path):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+            removed.append(path)
+    return removed
+
+
+def _writer_alive(pid: int, path: str) -> bool:
+    """Whether process `pid` may still be writing `path` (when unsure: yes)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        pass
+    except OverflowError:  # not a process ID this system can have
+        return False
+    started = _process_start_time(pid)
+    try:
+        modified = os.lstat(path).st_mtime
+    except FileNotFoundError:
+        return True  # its writer just renamed or removed it: let it be
+    # A process started after the leftover's last change did not write it (reused ID).
+    return started is None or started <= modified + 1.0
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When process `pid` started, in seconds since the epoch, where /proc tells (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as reader:
+            fields = reader.read().rpartition(")")[2].split()
+        with open("/proc/stat", encoding="ascii") as reader:
+            boot = next(float(line.split()[1]) for line in reader if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def file_identity(path: str) -> list:

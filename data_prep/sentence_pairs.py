@@ -4,6 +4,8 @@ Every runner that feeds sentences to the encoder (feature extraction,
 classification, multiple choice) builds the same layout:
 `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, segment id 0 for the first part
 and 1 for the second, zero padding to `max_seq_length`. It lives here once.
+A second text without tokens (empty or blank) makes a single-text input, as
+the original's `if tokens_b:` did, rather than `[CLS] A [SEP] [SEP]`.
 """
 
 from __future__ import annotations
@@ -39,14 +41,14 @@ def pack(tokens_a: Sequence[str], tokens_b: Sequence[str] | None, max_seq_length
          vocab: dict[str, int]) -> PackedInput:
     """Builds `[CLS] A [SEP] (B [SEP])` with segment ids and zero padding.
 
-    A single text loses its tail beyond `max_seq_length - 2` positions; a pair
-    is shortened longest-first to `max_seq_length - 3` (room for one [CLS] and
-    two [SEP]).
+    A single text (`tokens_b` None or empty) loses its tail beyond
+    `max_seq_length - 2` positions; a pair is shortened longest-first to
+    `max_seq_length - 3` (room for one [CLS] and two [SEP]).
     """
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
     tokens_a = list(tokens_a)
-    tokens_b = list(tokens_b) if tokens_b is not None else None
+    tokens_b = list(tokens_b) if tokens_b else None
     if tokens_b is None:
         del tokens_a[max_seq_length - 2:]
     else:

@@ -39,7 +39,15 @@ from data_prep.text_files import read_utf8_lines
 
 SUFFIX_INDICATOR = "##"
 UNK_TOKEN = "[UNK]"
-REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[MASK]", UNK_TOKEN)
+CLS_TOKEN, SEP_TOKEN, MASK_TOKEN = "[CLS]", "[SEP]", "[MASK]"
+# Special tokens are required only by the uses that insert them, as in the original,
+# whose own test vocabulary has no [MASK]; WordPiece itself always needs [UNK].
+PACKING_TOKENS = (CLS_TOKEN, SEP_TOKEN)
+PRETRAINING_TOKENS = (CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+_USED_FOR = {UNK_TOKEN: "WordPiece (for words it cannot split)",
+             CLS_TOKEN: "packing texts into model inputs",
+             SEP_TOKEN: "packing texts into model inputs",
+             MASK_TOKEN: "masking pre-training data"}
 PAD_TOKEN = "[PAD]"
 MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
 MAX_BYTES_PER_CHAR = 4
@@ -48,12 +56,13 @@ MAX_BYTES_PER_CHAR = 4
 _LONG_RUN = f"(?s).*\\S{{{MAX_CHARS_PER_WORD + 1}}}.*"
 
 
-def load_vocab(vocab_file: str) -> list[str]:
+def load_vocab(vocab_file: str, required_tokens: Sequence[str] = ()) -> list[str]:
     """The vocabulary's tokens in id order: one per line, surrounding whitespace stripped.
 
     Blank lines at the end are ignored; elsewhere, blank lines and repeated
     entries are errors, since the original would give the following tokens
     ids that no longer match their line numbers (and the model's rows).
+    [UNK] and `required_tokens` must be present.
     """
     tokens = [line.strip() for line in read_utf8_lines(vocab_file)]
     while tokens and not tokens[-1]:
@@ -72,11 +81,15 @@ def load_vocab(vocab_file: str) -> list[str]:
             first_line[token] = line
     if repeats:
         raise ValueError(f"vocab file {vocab_file} repeats entries: {_first(repeats)}")
-    missing = [token for token in REQUIRED_TOKENS if token not in first_line]
-    if missing:
-        raise ValueError(f"vocab file {vocab_file} lacks {', '.join(missing)}; BERT needs "
-                         f"{', '.join(REQUIRED_TOKENS)}")
+    for token in (UNK_TOKEN, *required_tokens):
+        if token not in first_line:
+            raise _missing_token(vocab_file, token)
     return tokens
+
+
+def _missing_token(vocab_file: str, token: str) -> ValueError:
+    return ValueError(f"vocab file {vocab_file} lacks {token}, which "
+                      f"{_USED_FOR.get(token, 'this run')} needs")
 
 
 def _first(items: Sequence[object], shown: int = 5) -> str:
@@ -90,17 +103,21 @@ class FullTokenizer(tf.Module):
     `tokenize_batch` is a `tf.function` with a fixed signature, so the module
     can be attached to a SavedModel and called from `tf.data.Dataset.map`.
     `tokenize` and the conversions are the original's Python-side API.
+
+    `required_tokens` are checked when the vocabulary is read, so a run
+    fails before its work starts; the default suits every use that packs
+    texts into model inputs. Pre-training data creation adds [MASK]
+    (`PRETRAINING_TOKENS`).
     """
 
-    def __init__(self, vocab_file: str, do_lower_case: bool = True, name: str | None = None):
+    def __init__(self, vocab_file: str, do_lower_case: bool = True, name: str | None = None,
+                 required_tokens: Sequence[str] = PACKING_TOKENS):
         super().__init__(name=name)
-        tokens = load_vocab(vocab_file)
+        tokens = load_vocab(vocab_file, required_tokens)
+        self.vocab_file = str(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self._index = _Vocabulary(tokens)
         self.unk_id = self._index.ids[UNK_TOKEN]
-        self.cls_id = self._index.ids["[CLS]"]
-        self.sep_id = self._index.ids["[SEP]"]
-        self.mask_id = self._index.ids["[MASK]"]
         # The original pads with id 0 whatever the vocabulary holds there.
         self.pad_id = self._index.ids.get(PAD_TOKEN, 0)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
@@ -114,6 +131,24 @@ class FullTokenizer(tf.Module):
         self._piece_chars = tf.constant(
             [0 if token == UNK_TOKEN else len(token.removeprefix(SUFFIX_INDICATOR))
              for token in tokens], dtype=tf.int32)
+
+    def special_id(self, token: str) -> int:
+        """The id of a special token; a clear error naming the vocabulary if it has none."""
+        if token not in self._index.ids:
+            raise _missing_token(self.vocab_file, token)
+        return self._index.ids[token]
+
+    @property
+    def cls_id(self) -> int:
+        return self.special_id(CLS_TOKEN)
+
+    @property
+    def sep_id(self) -> int:
+        return self.special_id(SEP_TOKEN)
+
+    @property
+    def mask_id(self) -> int:
+        return self.special_id(MASK_TOKEN)
 
     @property
     def vocab(self) -> dict[str, int]:

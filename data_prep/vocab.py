@@ -34,9 +34,7 @@ import glob
 import logging
 import math
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import tensorflow as tf
@@ -44,6 +42,7 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 
 from data_prep.normalization import split_words
 from data_prep.text_files import read_utf8_lines
+from training.atomic import atomic_open
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_TOKEN = "[PAD]"
@@ -183,19 +182,11 @@ def _pieces_at(words: list[tuple[str, int]], chars: set[str], threshold: int) ->
 
 def write_vocab(tokens: Sequence[str], output_file: str) -> None:
     """Writes one token per line under a temporary name, then renames it into place."""
-    directory = os.path.dirname(os.path.abspath(output_file))
     try:
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".vocab.", suffix=".partial")
+        with atomic_open(output_file) as output:
+            output.writelines(token + "\n" for token in tokens)
     except OSError as error:
         raise OSError(f"--output_file {output_file!r} cannot be written: {error}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as output:
-            output.writelines(token + "\n" for token in tokens)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, output_file)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def _parse_bool(value: str) -> bool:

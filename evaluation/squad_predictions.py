@@ -33,7 +33,6 @@ import functools
 import json
 import math
 import os
-import tempfile
 from collections import defaultdict
 from typing import Iterable, Sequence
 
@@ -43,6 +42,7 @@ import tensorflow as tf
 from data_prep import normalization
 from data_prep.squad import SquadExample
 from data_prep.squad_features import InputFeatures
+from training.atomic import atomic_open
 
 _BATCH = 4096
 
@@ -252,12 +252,6 @@ def write_prediction_files(output_dir: str, predictions: dict[str, str],
     if null_odds:
         outputs["null_odds.json"] = null_odds
     for name, content in outputs.items():
-        handle, staging = tempfile.mkstemp(dir=output_dir, prefix=f".{name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(content, out, indent=4)
-                out.write("\n")
-            os.replace(staging, os.path.join(output_dir, name))
-        except BaseException:
-            os.unlink(staging)
-            raise
+        with atomic_open(os.path.join(output_dir, name)) as out:
+            json.dump(content, out, indent=4)
+            out.write("\n")

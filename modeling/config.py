@@ -15,8 +15,9 @@ import difflib
 import json
 import os
 import re
-import tempfile
 from typing import Any
+
+from training.atomic import atomic_open
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
 # Hugging Face's names for the tanh approximation.
@@ -133,13 +134,9 @@ class BertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes Google's field names (plus `layer_norm_eps`), atomically."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".bert_config-")
-        with os.fdopen(handle, "w", encoding="utf-8") as writer:
+        with atomic_open(path) as writer:
             json.dump(self.to_dict(), writer, indent=2, sort_keys=True)
             writer.write("\n")
-        os.replace(temporary, path)
 
     def replace(self, **changes: Any) -> "BertConfig":
         return dataclasses.replace(self, **changes)

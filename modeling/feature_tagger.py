@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from typing import Sequence
 
 import keras
@@ -40,6 +39,7 @@ import numpy as np
 from keras import ops
 
 from modeling.task_models import ENCODER_INPUTS, tagging_loss
+from training.atomic import atomic_path
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")
@@ -107,12 +107,8 @@ def write_features(encoder, arrays: dict[str, np.ndarray], choice: str, path: st
     width = feature_width(choice, encoder.config.hidden_size)
     compute = tf.function(lambda batch: combine_hidden_states(
         encoder(batch, training=False)["hidden_states"], choice), reduce_retracing=True)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, staging = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
-                                       suffix=".partial")
-    os.close(handle)
-    try:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_path(path) as staging:
         output = np.lib.format.open_memmap(staging, mode="w+", dtype=np.float32,
                                            shape=(count, length, width))
         for start in range(0, count, batch_size):
@@ -121,10 +117,6 @@ def write_features(encoder, arrays: dict[str, np.ndarray], choice: str, path: st
             output[start:start + batch_size] = np.asarray(compute(batch), dtype=np.float32)
         output.flush()
         del output
-        os.replace(staging, path)
-    finally:
-        if os.path.exists(staging):
-            os.remove(staging)
 
 
 class FeatureBatches(keras.utils.PyDataset):

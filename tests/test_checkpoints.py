@@ -11,11 +11,13 @@ from data_prep.assets import minilm_dir
 from data_prep.sentence_pairs import pack
 from data_prep.tokenization import FullTokenizer
 from modeling.checkpoints import (CheckpointError, export_google_checkpoint, export_huggingface,
-                                  load_weights, read_checkpoint, save_checkpoint)
+                                  load_weights, read_checkpoint, save_checkpoint,
+                                  training_checkpoint)
 from modeling.checkpoints import names
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
+from training.optimization import create_optimizer
 
 GOLDEN = Path(__file__).parent / "golden"
 TINY = GOLDEN / "tiny_bert_pretraining"
@@ -164,7 +166,7 @@ def test_unreadable_paths(tmp_path, name, message):
 def test_folder_without_weights_and_foreign_safetensors(tmp_path):
     from safetensors.numpy import save_file
 
-    with pytest.raises(CheckpointError, match="without model.safetensors"):
+    with pytest.raises(CheckpointError, match="no checkpoint in this folder.* it holds nothing"):
         read_checkpoint(tmp_path)
     save_file({"vision.conv.weight": np.zeros((2, 2), np.float32)},
               str(tmp_path / "other.safetensors"))
@@ -179,5 +181,128 @@ def test_name_maps_invert_each_other(hf_loaded_pretrainer):
         assert names.huggingface_to_google(hf_name) == (google_name, transposed)
     assert names.normalize_huggingface_name("encoder.layer.0.output.LayerNorm.gamma") == \
         "bert.encoder.layer.0.output.LayerNorm.weight"
-    tricky = "bert/a.b/..S/c"
-    assert names.unescape_object_name(names.escape_object_name(tricky)) == tricky
+
+
+def _weights(model) -> dict[str, np.ndarray]:
+    return {name: variable.numpy() for name, variable in model.checkpoint_variables().items()}
+
+
+@pytest.fixture(scope="module")
+def training_run(tmp_path_factory):
+    """A folder laid out as the training loop leaves it: two checkpoints and an index file.
+
+    The model is the No-NSP pre-trainer, whose pooler is frozen (not among
+    the optimizer's variables); an extra object stands for state that other
+    parts of a run may save beside the model.
+    """
+    folder = tmp_path_factory.mktemp("run")
+    model = BertPretrainer(BertConfig.from_json_file(TINY / "config.json"), objective="mlm")
+    optimizer = create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1)
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+    checkpoint = training_checkpoint(model, optimizer=optimizer, step=step,
+                                     generator=tf.random.Generator.from_seed(3))
+    manager = tf.train.CheckpointManager(checkpoint, str(folder), max_to_keep=3)
+    values = []
+    for number in (1, 2):
+        generator = np.random.default_rng(number)
+        for variable in model.checkpoint_variables().values():
+            variable.assign(generator.normal(size=variable.shape).astype(np.float32))
+        step.assign(number)
+        manager.save(checkpoint_number=number)
+        values.append(_weights(model))
+    return folder, values
+
+
+def test_training_checkpoint_keeps_weights_under_optimizer_keys(training_run):
+    """The layout the reader must see through: most weights are saved only once, elsewhere."""
+    folder, _ = training_run
+    keys = [key for key, _ in tf.train.list_variables(str(folder / "ckpt-2"))]
+    named = [key for key in keys if key.startswith("weights/named/")]
+    assert any(key.startswith("optimizer/_trainable_variables/") for key in keys)
+    assert named and all("pooler" in key for key in named)
+
+
+def test_training_output_folder_loads_its_newest_checkpoint(training_run):
+    folder, values = training_run
+    model = BertPretrainer(BertConfig.from_json_file(TINY / "config.json"), objective="mlm")
+    report = load_weights(model, folder)
+    assert report.source == str(folder / "ckpt-2") and report.format == "own"
+    assert not report.missing and not report.unexpected
+    assert "bert/pooler/dense/kernel" in report.loaded  # frozen, so not the optimizer's
+    for name, value in _weights(model).items():
+        np.testing.assert_array_equal(value, values[1][name], err_msg=name)
+    assert "step/.ATTRIBUTES/VARIABLE_VALUE" in report.skipped
+    assert any(key.startswith("generator/") for key in report.skipped)
+    assert any(key.startswith("optimizer/_variables/") for key in report.skipped)
+    assert not any(key.startswith("optimizer/_trainable_variables/") for key in report.skipped)
+
+
+def test_training_checkpoint_prefix_loads_into_an_encoder(training_run):
+    folder, values = training_run
+    encoder = BertEncoder(BertConfig.from_json_file(TINY / "config.json"))
+    report = load_weights(encoder, folder / "ckpt-1")
+    assert not report.missing
+    assert report.unexpected and all(name.startswith("cls/") for name in report.unexpected)
+    for name, value in _weights(encoder).items():
+        np.testing.assert_array_equal(value, values[0][name], err_msg=name)
+
+
+@pytest.mark.parametrize("prefix, write, format", [
+    ("bert_model.ckpt", export_google_checkpoint, "google"),  # Google's released models
+    ("model.ckpt", save_checkpoint, "own"),  # a fine-tuning --output_dir
+])
+def test_folder_holding_a_known_prefix(tmp_path, hf_loaded_pretrainer, prefix, write, format):
+    write(hf_loaded_pretrainer, tmp_path / prefix)
+    checkpoint = read_checkpoint(tmp_path)
+    assert checkpoint.source == str(tmp_path / prefix) and checkpoint.format == format
+    assert sorted(checkpoint.tensors) == sorted(hf_loaded_pretrainer.checkpoint_variables())
+
+
+def test_index_naming_a_missing_checkpoint(training_run, tmp_path):
+    folder, _ = training_run
+    copy = tmp_path / "partial"
+    copy.mkdir()
+    for file in folder.iterdir():
+        if not file.name.startswith("ckpt-2"):
+            (copy / file.name).write_bytes(file.read_bytes())
+    with pytest.raises(CheckpointError,
+                       match=r"checkpoint: names .*ckpt-2 as the newest checkpoint, but "
+                             r".*ckpt-2.index is missing; pass one that is there, e.g. .*ckpt-1$"):
+        read_checkpoint(copy)
+
+
+def test_index_with_paths_from_elsewhere_means_files_here(training_run, tmp_path):
+    """TF1 wrote absolute paths: a folder copied from a bucket names files that are not here."""
+    folder, values = training_run
+    for file in folder.glob("ckpt-1.*"):
+        (tmp_path / file.name).write_bytes(file.read_bytes())
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/bucket/run/ckpt-1"\n'
+                                         'all_model_checkpoint_paths: "/bucket/run/ckpt-1"\n')
+    checkpoint = read_checkpoint(tmp_path)
+    assert checkpoint.source == str(tmp_path / "ckpt-1")
+    np.testing.assert_array_equal(checkpoint.tensors["bert/pooler/dense/kernel"],
+                                  values[0]["bert/pooler/dense/kernel"])
+
+
+def test_unreadable_index_file(tmp_path):
+    (tmp_path / "checkpoint").write_text("this is not a checkpoint state\n")
+    with pytest.raises(CheckpointError, match="checkpoint: not a readable checkpoint index file"):
+        read_checkpoint(tmp_path)
+
+
+def test_folder_without_any_checkpoint_lists_what_it_holds(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(CheckpointError, match=r"neither a `checkpoint` index file.*, a Hugging "
+                                              r"Face model.safetensors, nor a bert_model.ckpt "
+                                              r"or model.ckpt checkpoint; it holds logs, "
+                                              r"vocab.txt$"):
+        read_checkpoint(tmp_path)
+
+
+def test_object_checkpoint_of_something_else(tmp_path):
+    prefix = tf.train.Checkpoint(counter=tf.Variable(1)).write(str(tmp_path / "other"))
+    with pytest.raises(CheckpointError, match=r"without model weights under 'weights/named' "
+                                              r"\(it holds counter\)"):
+        read_checkpoint(prefix)

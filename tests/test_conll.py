@@ -153,6 +153,13 @@ def test_unknown_label_names_sentence_and_tag(tokenizer):
         build_windows(sentences, tokenizer, 8, LABELS)
 
 
+def test_unknown_label_names_its_own_line_not_the_sentence_start(tmp_path, tokenizer):
+    path = write(tmp_path, "Peter B-PER\nvisits O\nParis B-LOC\n\nBonn B-MISC\n")
+    sentences = read_conll(path)
+    with pytest.raises(ValueError, match=r"data\.txt:3: label 'B-LOC' not seen in training"):
+        build_windows(sentences, tokenizer, 8, {"O": 0, "B-PER": 1})
+
+
 def test_prediction_file_layout(tmp_path):
     sentences = [Sentence(["EU", "rejects"], ["B-ORG", "O"], 0, "x:1"),
                  Sentence(["Peter"], ["B-PER"], 0, "x:4")]

@@ -120,6 +120,43 @@ def test_rerun_skips_complete_shards_and_redoes_changed_ones(corpus, tmp_path):
     assert [path.read_bytes() for path in shards] != first
 
 
+def test_rerun_removes_leftovers_of_dead_runs_only(corpus, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        dead, alive = finished.pid, live.pid
+        leftovers = {
+            "dead_shard": folder / f".data-00001-of-00003.tfrecord.partial-{dead}",
+            "dead_marker": folder / f".data-00000-of-00003.tfrecord.complete.json.partial-{dead}",
+            "dead_staging": folder / f".data-00000-of-00003.tfrecord.staging-{dead}-x1y2",
+            "live_shard": folder / f".data-00002-of-00003.tfrecord.partial-{alive}",
+            "live_staging": folder / f".data-00000-of-00003.tfrecord.staging-{alive}-a3b4",
+            "reused_pid": folder / f".data-00000-of-00003.tfrecord.partial-{alive}",
+            "not_ours": folder / f".notes.txt.partial-{dead}",
+        }
+        for name, path in leftovers.items():
+            if "staging" in name:
+                path.mkdir()
+                (path / "chunk-0.tfrecord").write_bytes(b"x" * 100)
+            else:
+                path.write_bytes(b"x" * 100)
+        hour_ago = os.stat(leftovers["reused_pid"]).st_mtime - 3600
+        os.utime(leftovers["reused_pid"], (hour_ago, hour_ago))  # older than process `alive`
+        log = io.StringIO()
+        create_pretraining_data(settings_for(corpus, folder / "data.tfrecord"), log)
+        gone = {name for name, path in leftovers.items() if not path.exists()}
+        assert gone == {"dead_shard", "dead_marker", "dead_staging", "reused_pid"}
+        assert f"Removed {leftovers['dead_shard']}" in log.getvalue()
+        assert (leftovers["live_staging"] / "chunk-0.tfrecord").exists()
+        assert len(list(folder.glob("data-*-of-00003.tfrecord"))) == 3
+    finally:
+        live.kill()
+        live.wait()
+
+
 def run_cli(*flags):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     return subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data", *flags],

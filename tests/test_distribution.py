@@ -14,7 +14,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from training.distribution import get_strategy, set_precision
+from training.distribution import get_strategy, set_precision, tpu_address
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,20 +73,30 @@ def test_mirrored_and_single_worker_over_logical_cpus():
     assert report["worker"] and report["task"] == "worker"
 
 
-def test_unreachable_tpu_times_out_with_a_clear_error():
-    result = run_python("""
+@pytest.mark.parametrize("tpu", ["grpc://127.0.0.1:1", "127.0.0.1:1"])
+def test_unreachable_tpu_times_out_with_a_clear_error(tpu):
+    result = run_python(f"""
         import time
         from training.distribution import get_strategy
         start = time.monotonic()
         try:
-            get_strategy("tpu", tpu="grpc://127.0.0.1:1", tpu_timeout_s=3)
+            get_strategy("tpu", tpu="{tpu}", tpu_timeout_s=3)
         except TimeoutError as error:
-            print(f"{time.monotonic() - start:.1f} {error}")
+            print(f"{{time.monotonic() - start:.1f}} {{error}}")
         """, timeout=90)
     assert result.returncode == 0, result.stderr[-3000:]
     seconds, message = result.stdout.strip().splitlines()[-1].split(" ", 1)
     assert message.startswith("no TPU answered at grpc://127.0.0.1:1 within 3 s")
     assert 2.5 < float(seconds) < 20
+
+
+@pytest.mark.parametrize("tpu, address", [
+    ("127.0.0.1:8470", "grpc://127.0.0.1:8470"), ("tpu-host.internal:8470",
+                                                  "grpc://tpu-host.internal:8470"),
+    ("[::1]:8470", "grpc://[::1]:8470"), ("grpc://10.0.0.2:8470", "grpc://10.0.0.2:8470"),
+    ("my-tpu", "my-tpu"), ("local", "local"), (None, None)])
+def test_host_and_port_is_a_grpc_address_not_a_tpu_name(tpu, address):
+    assert tpu_address(tpu) == address
 
 
 def test_set_precision_policies():

@@ -246,6 +246,18 @@ def test_convert_examples_packs_pairs_and_counts_truncation(tokenizer):
         convert_examples(examples[:1], tokenizer, 8, ["neg", "pos"])
 
 
+def test_convert_examples_empty_second_text_is_a_single_text(tokenizer):
+    """As the original's `if example.text_b:`: no second [SEP], no truncation counted."""
+    examples = [InputExample("0", "the cat sat on the mat", text_b, "1") for text_b in ("", " ")]
+    features, num_truncated = convert_examples(examples, tokenizer, 8, ["0", "1"])
+    single, _ = convert_examples([InputExample("0", "the cat sat on the mat", None, "1")],
+                                 tokenizer, 8, ["0", "1"])
+    for row in range(2):
+        for name in ("input_ids", "input_mask", "segment_ids"):
+            assert features[name][row].tolist() == single[name][0].tolist(), name
+    assert num_truncated == 0
+
+
 def test_convert_examples_regression_labels_are_float(tokenizer):
     examples = [InputExample("0", "cat", "dog", 4.25), InputExample("1", "cat", "dog", None)]
     result = convert_examples(examples, tokenizer, 6, None)

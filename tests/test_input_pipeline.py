@@ -1,11 +1,14 @@
 """training.input_pipeline on records written the way the original tools write them."""
 
+import struct
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from training.input_pipeline import (parse_fixed_features, pretraining_dataset,
-                                     pretraining_feature_spec)
+from training.input_pipeline import (CorruptRecordError, check_record_file, list_files,
+                                     naming_corrupt_records, parse_fixed_features,
+                                     pretraining_dataset, pretraining_feature_spec)
 
 SEQ, PREDS = 16, 4
 
@@ -36,6 +39,15 @@ def write_files(folder, num_files: int, per_file: int, **kwargs) -> list[int]:
                 ids.append(file_index * 100 + i)
                 writer.write(make_example(ids[-1], **kwargs).SerializeToString())
     return ids
+
+
+def record_offsets(data: bytes) -> list[int]:
+    """Where each record of a TFRecord file's bytes starts (header: 8-byte length, 4-byte CRC)."""
+    offsets, offset = [], 0
+    while offset < len(data):
+        offsets.append(offset)
+        offset += 16 + struct.unpack_from("<Q", data, offset)[0]
+    return offsets
 
 
 def record_ids(dataset, batches=None) -> list[int]:
@@ -131,3 +143,53 @@ def test_parse_fixed_features_on_one_record_or_a_batch():
     batch = parse_fixed_features(tf.constant(serialized), {"next_sentence_labels":
                                                            spec["next_sentence_labels"]})
     np.testing.assert_array_equal(batch["next_sentence_labels"], [[1], [0]])
+
+
+def test_a_folder_glob_skips_hidden_completion_markers(tmp_path):
+    write_files(tmp_path, 2, 3)
+    (tmp_path / ".part-0.tfrecord.complete.json").write_text('{"instances": 3}')
+    dataset = pretraining_dataset(str(tmp_path / "*"), 3, SEQ, PREDS, is_training=False)
+    assert sorted(record_ids(dataset)) == [0, 1, 2, 100, 101, 102]
+    assert list_files(str(tmp_path / ".part-0*")) == [
+        str(tmp_path / ".part-0.tfrecord.complete.json")]  # named on purpose: kept
+
+
+def test_a_folder_matched_by_the_glob_is_named(tmp_path):
+    write_files(tmp_path, 1, 3)
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path}/logs: a folder where record files"):
+        pretraining_dataset(str(tmp_path / "*"), 3, SEQ, PREDS, is_training=False)
+
+
+def test_a_text_file_given_as_records_is_named(tmp_path):
+    (tmp_path / "corpus.txt").write_text("A sentence of plain text.\nAnother one.\n")
+    with pytest.raises(CorruptRecordError, match=r"corpus.txt: not a TFRecord file \(no record "
+                                                 r"header at byte 0\)"):
+        pretraining_dataset(str(tmp_path / "corpus.txt"), 2, SEQ, PREDS, is_training=True)
+
+
+@pytest.mark.parametrize("cut", [5, 20])  # inside the header, inside the payload
+def test_a_truncated_file_is_named_with_the_record_offset(tmp_path, cut):
+    write_files(tmp_path, 2, 4)
+    path = tmp_path / "part-1.tfrecord"
+    data = path.read_bytes()
+    last = record_offsets(data)[3]
+    path.write_bytes(data[:last + cut])
+    with pytest.raises(CorruptRecordError,
+                       match=f"part-1.tfrecord: truncated record at byte {last}"):
+        pretraining_dataset(str(tmp_path / "*.tfrecord"), 2, SEQ, PREDS, is_training=True)
+    assert check_record_file(str(tmp_path / "part-0.tfrecord")) == 4
+
+
+def test_a_damaged_payload_found_while_reading_names_file_and_offset(tmp_path):
+    write_files(tmp_path, 1, 4)
+    path = tmp_path / "part-0.tfrecord"
+    data = bytearray(path.read_bytes())
+    third = record_offsets(bytes(data))[2]
+    data[third + 20] ^= 0xFF  # framing intact: only the payload checksum fails
+    path.write_bytes(bytes(data))
+    dataset = pretraining_dataset(str(path), 4, SEQ, PREDS, is_training=False)
+    with pytest.raises(CorruptRecordError, match=f"part-0.tfrecord: corrupted record at byte "
+                                                 f"{third} .*corrupted record at"):
+        with naming_corrupt_records(str(path)):
+            list(dataset)

@@ -5,11 +5,15 @@ import math
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from modeling.config import BertConfig
 from modeling.layers.activations import get_activation
 from modeling.layers.attention import MASK_BIAS, SelfAttention, attention_bias
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
+from modeling.pretrainer import BertPretrainer, pretraining_losses
+from training.optimization import create_optimizer
 
 B, S, H, HEADS, FFN = 2, 7, 16, 2, 24
 RNG = np.random.default_rng(1)
@@ -104,7 +108,7 @@ def test_attention_stores_google_shapes_and_initializers():
                                       np.zeros(H))
 
 
-def test_fused_attention_matches_separate_projections():
+def test_attention_matches_separate_projections():
     layer = SelfAttention(H, HEADS, dropout_rate=0.0)
     layer.build()
     random_weights(layer)
@@ -201,3 +205,101 @@ def test_get_config_round_trip(layer):
     serialized = keras.saving.serialize_keras_object(layer)
     assert serialized["registered_name"].startswith("bert>")
     assert keras.saving.deserialize_keras_object(serialized).get_config() == config
+
+
+def concatenated_attention(self, hidden_states, bias, training=None, return_probabilities=False):
+    """The layer's earlier implementation, kept to pin that the faster one computes the same.
+
+    One concatenated [hidden, 3 * hidden] projection, strided slices of a
+    [batch, seq, 3, heads, size] tensor, and einsums over that layout.
+    """
+    ops = keras.ops
+    batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+    kernel = ops.concatenate([self.query_kernel, self.key_kernel, self.value_kernel], axis=1)
+    qkv_bias = ops.concatenate([self.query_bias, self.key_bias, self.value_bias], axis=0)
+    qkv = ops.matmul(hidden_states, kernel) + qkv_bias
+    qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
+    query, key, value = (qkv[:, :, i] for i in range(3))
+    query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+    scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
+    probabilities = ops.softmax(scores, axis=-1)
+    dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training)
+    context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+    context = ops.reshape(context, (batch, length, self.hidden_size))
+    output = ops.matmul(context, self.output_kernel) + self.output_bias
+    if return_probabilities:
+        return output, probabilities
+    return output
+
+
+def test_attention_outputs_and_gradients_match_the_concatenated_implementation():
+    layer = SelfAttention(H, HEADS, dropout_rate=0.0)
+    layer.build()
+    random_weights(layer)
+    x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+    bias = attention_bias(padded_mask())
+    results = {}
+    for name, call in (("new", SelfAttention.call), ("old", concatenated_attention)):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            output = call(layer, x, bias)
+            loss = tf.reduce_sum(output * tf.sin(output))
+        results[name] = [output, *tape.gradient(loss, [x, *layer.trainable_variables])]
+    for new, old in zip(results["new"], results["old"]):
+        np.testing.assert_allclose(new.numpy(), old.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def seeded_pretraining_losses(steps: int) -> list[float]:
+    """Losses of a few seeded pre-training steps of a tiny BERT, dropout on."""
+    keras.utils.set_random_seed(3)
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=16)
+    model = BertPretrainer(config)
+    optimizer = create_optimizer(1e-3, 100, 0)
+    rng = np.random.default_rng(0)
+    features = {"input_ids": rng.integers(0, 64, (4, 12)), "input_mask": np.ones((4, 12)),
+                "segment_ids": np.zeros((4, 12)), "masked_lm_positions": [[1, 5, 7]] * 4,
+                "masked_lm_ids": rng.integers(0, 64, (4, 3)),
+                "masked_lm_weights": np.ones((4, 3)), "next_sentence_labels": [[0], [1]] * 2}
+    features = {key: tf.constant(value, "float32" if "weights" in key else "int32")
+                for key, value in features.items()}
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = pretraining_losses(features, model(features, training=True), "mlm_nsp")["loss"]
+        variables = model.trainable_variables
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return [float(step()) for _ in range(steps)]
+
+
+def test_seeded_training_losses_match_the_concatenated_implementation(monkeypatch):
+    """Same dropout masks, same updates: the loss curve is unchanged but for float noise."""
+    new = seeded_pretraining_losses(4)
+    monkeypatch.setattr(SelfAttention, "call", concatenated_attention)
+    old = seeded_pretraining_losses(4)
+    assert new[-1] < new[0]
+    np.testing.assert_allclose(new, old, rtol=1e-5)
+
+
+def test_attention_backward_has_no_concatenation_or_slice_padding():
+    """The projections' gradients go straight to each kernel: no concat, no padded slices."""
+    layer = SelfAttention(H, HEADS)
+    layer.build()
+    x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+    bias = attention_bias(padded_mask())
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x, bias, training=True))
+        return tape.gradient(loss, [x, *layer.trainable_variables])
+
+    op_types = {op.type for op in gradients.get_concrete_function().graph.get_operations()}
+    assert not op_types & {"ConcatV2", "StridedSlice", "StridedSliceGrad", "Einsum"}
+    assert "BatchMatMulV2" in op_types

@@ -189,3 +189,19 @@ def test_invalid_arguments():
         create_optimizer(1e-4, 10, 1, gradient_accumulation_steps=0)
     with pytest.raises(ValueError, match="num_warmup_steps"):
         WarmupLinearDecay(1e-4, 10, 20)
+
+
+def test_each_variable_update_is_one_compiled_computation():
+    """The moments, the step and the new value come out of one XLA call per variable."""
+    variables = [keras.Variable(np.ones((3, 4), "float32")), keras.Variable(np.ones(4))]
+    optimizer = create_optimizer(1e-3, 10, 0)
+    optimizer.build(variables)
+    step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)))
+    graph = step.get_concrete_function(
+        [tf.TensorSpec(v.shape, "float32") for v in variables]).graph
+    calls = [op for op in graph.get_operations()
+             if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+    compiled = [op for op in calls if op.get_attr("_XlaMustCompile")]
+    assert len(compiled) == len(variables)
+    updates = {op.type for op in graph.get_operations()} & {"AssignSubVariableOp", "Square"}
+    assert not updates  # no element-wise update math outside the compiled calls

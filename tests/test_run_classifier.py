@@ -1,13 +1,16 @@
 """run_classifier.py end to end on tiny files in the GLUE layouts: sweep, metrics, outputs."""
 
 import os
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.fixtures import write_tiny_config
+from tests.test_training_faults import checkpoint_values, run_killed
 from training.cli import read_eval_results
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,3 +107,56 @@ def test_bad_inputs(sst2, tmp_path, flags, message):
     result = _run(sst2, tmp_path, **flags)
     assert result.returncode == 1
     assert message in result.stderr
+
+
+def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(sst2, tmp_path):
+    result = _run(sst2, tmp_path, learning_rates="2e-3,1e6", num_train_epochs=2,
+                  do_predict=False, export_saved_model=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    header, *rows = [line.split("\t") for line in
+                     (tmp_path / "sweep_results.tsv").read_text().splitlines()]
+    table = {row[0]: dict(zip(header, row)) for row in rows}
+    assert table["0.002"]["status"] == "finished" and table["0.002"]["chosen"] == "*"
+    assert re.fullmatch(r"diverged at step \d+", table["1e+06"]["status"])
+    assert table["1e+06"]["chosen"] == "" and table["1e+06"]["dev_score"] == "nan"
+    results = read_eval_results(tmp_path / "eval_results.txt")
+    assert np.isfinite(list(results.values())).all()
+
+
+def test_sweep_where_every_run_diverges_fails(sst2, tmp_path):
+    result = _run(sst2, tmp_path, learning_rates="1e6,2e6", num_train_epochs=2,
+                  do_predict=False, export_saved_model=False)
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"run_classifier\.py: error: every run of the sweep diverged: "
+                        r"1e\+06 \(restart 0\) diverged at step \d+, 2e\+06 \(restart 0\) "
+                        r"diverged at step \d+; see .*sweep_results\.tsv and pass lower "
+                        r"--learning_rates", error), error
+    assert not (tmp_path / "model.ckpt.index").exists()
+    assert not (tmp_path / "eval_results.txt").exists()
+
+
+def test_fine_tuning_killed_then_rerun_ends_bit_identical(sst2, tmp_path):
+    flags = {"num_train_epochs": 2, "save_checkpoints_steps": 2, "do_predict": False,
+             "export_saved_model": False}
+    reference = _run(sst2, tmp_path / "reference", **flags)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+
+    arguments = {"task_name": "SST-2", "data_dir": sst2 / "SST-2",
+                 "vocab_file": sst2 / "vocab.txt", "bert_config_file": sst2 / "bert_config.json",
+                 "output_dir": tmp_path / "resumed", "do_train": True, "do_eval": True,
+                 "max_seq_length": 16, "train_batch_size": 8, "learning_rate": 2e-3,
+                 "log_every": 100, **flags}
+    run_killed(SCRIPT, "step", 5, [f"--{key}={value}" for key, value in arguments.items()])
+    # Killed between the checkpoints of steps 4 and 6.
+    assert tf.train.latest_checkpoint(str(tmp_path / "resumed" / "checkpoints")).endswith(
+        "ckpt-4")
+    resumed = _run(sst2, tmp_path / "resumed", **flags)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    expected = checkpoint_values(tmp_path / "reference" / "model.ckpt")
+    actual = checkpoint_values(tmp_path / "resumed" / "model.ckpt")
+    assert expected.keys() == actual.keys()
+    assert all(np.array_equal(expected[name], actual[name]) for name in expected)
+    assert ((tmp_path / "reference" / "eval_results.txt").read_text()
+            == (tmp_path / "resumed" / "eval_results.txt").read_text())

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.fixtures import write_pretraining_records, write_tiny_config
+from tests.test_input_pipeline import record_offsets
 from training.cli import read_eval_results
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -137,9 +138,43 @@ def test_two_workers_train_in_lockstep(inputs, tmp_path):
     ({"max_seq_length": 16}, "max_seq_length"),
     ({"train_batch_size": 6, "gradient_accumulation_steps": 4}, "not divisible"),
     ({"do_train": False, "do_eval": False}, "at least one of"),
+    ({"output_dir": "/dev/null/out"}, "--output_dir=/dev/null/out: cannot write there"),
 ])
 def test_bad_inputs(inputs, tmp_path, flags, message):
-    result = subprocess.run(_command(inputs, tmp_path / "out", **flags), capture_output=True,
-                            text=True, timeout=120)
+    flags = {"output_dir": tmp_path / "out", **flags}
+    result = subprocess.run(_command(inputs, **flags), capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 1
     assert message in result.stderr
+
+
+def test_truncated_records_are_named_before_training(inputs, tmp_path):
+    records, config = inputs
+    data = open(records, "rb").read()
+    cut = tmp_path / "data" / "train-cut.tfrecord"
+    cut.parent.mkdir()
+    cut.write_bytes(data[:record_offsets(data)[48] + 20])  # 48 whole records, part of one
+    (tmp_path / "data" / ".train-cut.tfrecord.complete.json").write_text("{}")  # skipped
+    result = subprocess.run(_command((str(tmp_path / "data" / "*"), config), tmp_path / "out"),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"run_pretraining\.py: error: {re.escape(str(cut))}: truncated record "
+                        r"at byte \d+: it needs \d+ bytes, the file ends after \d+ .*", last)
+    assert "Traceback" not in result.stderr
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_a_damaged_record_met_in_training_is_named_with_its_offset(inputs, tmp_path):
+    records, config = inputs
+    data = bytearray(open(records, "rb").read())
+    offset = record_offsets(bytes(data))[50]
+    data[offset + 30] ^= 0xFF  # the framing stays intact: only reading finds it
+    damaged = tmp_path / "damaged.tfrecord"
+    damaged.write_bytes(bytes(data))
+    result = subprocess.run(_command((damaged, config), tmp_path / "out"),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert (f"run_pretraining.py: error: {damaged}: corrupted record at byte {offset} "
+            "(its checksum does not match)") in result.stderr
+    assert "Traceback" not in result.stderr

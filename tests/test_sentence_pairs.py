@@ -22,6 +22,15 @@ def test_pair_layout_has_second_segment():
     assert packed.input_mask == [1] * 6 + [0] * 2
 
 
+@pytest.mark.parametrize("tokens_b", [[], ()])
+def test_second_text_without_tokens_packs_as_single_text(tokens_b):
+    """The original tests `if tokens_b:`, so an empty or blank text_b adds no [SEP]."""
+    assert pack(["a", "b"], tokens_b, 6, VOCAB) == pack(["a", "b"], None, 6, VOCAB)
+    # and the single text keeps the room a second [SEP] would have taken
+    assert pack(["a", "b", "c", "d"], tokens_b, 6, VOCAB).tokens == [
+        "[CLS]", "a", "b", "c", "d", "[SEP]"]
+
+
 def test_single_text_keeps_head():
     packed = pack(["a", "b", "c", "d"], None, 4, VOCAB)
     assert packed.tokens == ["[CLS]", "a", "b", "[SEP]"]

@@ -19,13 +19,13 @@ import tensorflow as tf
 
 from data_prep.assets import minilm_dir
 from data_prep.normalization import split_words
-from data_prep.tokenization import FullTokenizer
+from data_prep.tokenization import PRETRAINING_TOKENS, FullTokenizer
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 CASES = {"uncased": True, "cased": False}
-# Just the pieces for the original's unit-test example, and the specials BERT needs.
-SMALL_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "want", "##want", "##ed", "wa", "un",
-               "runn", "##ing", ","]
+# The original's unit-test vocabulary: its examples' pieces, and no [MASK].
+SMALL_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing",
+               ","]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_tokens_match_the_original_on_golden_texts(tokenizers, name):
 def test_original_readme_example(small_tokenizer):
     assert small_tokenizer.tokenize("UNwant\u00E9d,running") == ["un", "##want", "##ed", ",",
                                                                  "runn", "##ing"]
-    assert small_tokenizer.convert_tokens_to_ids(["un", "##want", "runn"]) == [8, 5, 9]
+    assert small_tokenizer.convert_tokens_to_ids(["un", "##want", "runn"]) == [7, 4, 8]
 
 
 def test_word_ids_group_sub_tokens_and_restart_per_text(small_tokenizer):
@@ -158,17 +158,36 @@ def test_missing_vocab_file_is_named(tmp_path):
         FullTokenizer(str(missing))
 
 
-def test_vocab_without_mask_names_file_and_token(tmp_path):
-    path = _write_vocab(tmp_path / "vocab.txt", [t for t in SMALL_VOCAB if t != "[MASK]"])
-    with pytest.raises(ValueError, match=rf"{re.escape(path)} lacks \[MASK\]"):
+def test_mask_is_required_only_for_pre_training_data(small_tokenizer):
+    """Fine-tuning and feature extraction never insert [MASK]; the original needs none there."""
+    path = small_tokenizer.vocab_file
+    assert (small_tokenizer.cls_id, small_tokenizer.sep_id) == (1, 2)
+    message = rf"{re.escape(path)} lacks \[MASK\], which masking pre-training data needs"
+    with pytest.raises(ValueError, match=message):
+        small_tokenizer.mask_id
+    with pytest.raises(ValueError, match=message):
+        FullTokenizer(path, required_tokens=PRETRAINING_TOKENS)
+
+
+def test_packing_tokens_are_required_by_default(tmp_path):
+    path = _write_vocab(tmp_path / "vocab.txt", [t for t in SMALL_VOCAB if t != "[SEP]"])
+    with pytest.raises(ValueError, match=rf"{re.escape(path)} lacks \[SEP\], which packing "
+                                         "texts into model inputs needs"):
         FullTokenizer(path)
+    tokenizer = FullTokenizer(path, required_tokens=())  # tokenizing alone needs only [UNK]
+    assert tokenizer.tokenize("unwanted") == ["un", "##want", "##ed"]
+    with pytest.raises(ValueError, match=r"lacks \[SEP\]"):
+        tokenizer.sep_id
+    path = _write_vocab(tmp_path / "no_unk.txt", SMALL_VOCAB[1:])
+    with pytest.raises(ValueError, match=rf"{re.escape(path)} lacks \[UNK\], which WordPiece"):
+        FullTokenizer(path, required_tokens=())
 
 
 def test_vocab_with_repeated_or_blank_lines_is_refused(tmp_path):
     """The original would number the tokens after such lines differently from their lines."""
     path = _write_vocab(tmp_path / "repeated.txt", SMALL_VOCAB + ["want"])
     with pytest.raises(ValueError,
-                       match=rf"{re.escape(path)} repeats entries: 'want' on lines 5 and 13"):
+                       match=rf"{re.escape(path)} repeats entries: 'want' on lines 4 and 12"):
         FullTokenizer(path)
     path = _write_vocab(tmp_path / "blank.txt", SMALL_VOCAB[:4] + [""] + SMALL_VOCAB[4:])
     with pytest.raises(ValueError, match=rf"{re.escape(path)} has blank lines: 5"):

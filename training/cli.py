@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from typing import Callable, Mapping
 
 from absl import app
+
+from training.atomic import write_atomically
 
 
 def run(main: Callable[[list[str]], None]) -> None:
@@ -29,17 +30,7 @@ def run(main: Callable[[list[str]], None]) -> None:
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     """Writes `text` under a temporary name beside `path`, then renames it into place."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as writer:
-            writer.write(text)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    write_atomically(path, text)
 
 
 def write_eval_results(path: str | os.PathLike, results: Mapping[str, object]) -> None:

@@ -8,7 +8,8 @@ The strategies differ in how they find their devices:
   split the CPU, which is how tests exercise replica logic without GPUs);
 - "multi_worker_mirrored": the cluster that the `TF_CONFIG` environment
   variable describes (without it, a cluster of this one worker);
-- "tpu": a Cloud TPU by name or `grpc://` address, or the local TPU VM.
+- "tpu": a Cloud TPU by name, a gRPC address (`grpc://host:port`, or
+  plain `host:port`), or the local TPU VM.
 
 Connecting to an address where no TPU listens blocks indefinitely inside
 TensorFlow, so the connection runs in a daemon thread that is abandoned
@@ -17,6 +18,7 @@ after `tpu_timeout_s` with an error naming the address.
 
 from __future__ import annotations
 
+import re
 import threading
 
 import keras
@@ -59,8 +61,24 @@ def _check_gpus(num_gpus: int) -> None:
         raise ValueError(f"num_gpus={num_gpus}, but TensorFlow sees {available} GPU(s)")
 
 
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d+$")
+
+
+def tpu_address(tpu: str | None) -> str | None:
+    """`--tpu` as TPUClusterResolver reads it: a bare `host:port` becomes `grpc://host:port`.
+
+    The resolver takes anything without `grpc://` for a Cloud TPU name and
+    asks the cloud metadata service about it, failing long after with a
+    traceback that never mentions the address.
+    """
+    if tpu and _HOST_PORT.match(tpu):
+        return f"grpc://{tpu}"
+    return tpu
+
+
 def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrategy:
     """Resolves, connects to and initializes the TPU, giving up after `timeout_s`."""
+    tpu = tpu_address(tpu)
     outcome: dict[str, object] = {}
 
     def connect() -> None:
@@ -81,8 +99,8 @@ def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrateg
         raise TimeoutError(f"no TPU answered at {where} within {timeout_s:g} s; check --tpu "
                            "and that the TPU is running and reachable from this machine")
     if "error" in outcome:
-        raise RuntimeError(f"could not connect to the TPU at {where}: "
-                           f"{outcome['error']}") from outcome["error"]
+        raise ConnectionError(f"could not connect to the TPU at {where}: {outcome['error']}; "
+                              "check --tpu") from outcome["error"]
     return tf.distribute.TPUStrategy(outcome["resolver"])
 
 

@@ -30,29 +30,41 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
-                 num_train_epochs: float = 3.0, train_batch_size: int = 32) -> None:
-    """The original runners' shared flags, with each runner's own defaults."""
-    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json.")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the checkpoint.")
+                 num_train_epochs: float = 3.0, train_batch_size: int = 32,
+                 flag_values: flags.FlagValues = FLAGS) -> None:
+    """The original runners' shared flags, with each runner's own defaults.
+
+    `flag_values` lets tests check the flags in a fresh `FlagValues`, since
+    two runners cannot define the same flags in one process.
+    """
+    where = {"flag_values": flag_values}
+    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json.",
+                        **where)
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the checkpoint.", **where)
     flags.DEFINE_string("init_checkpoint", None,
-                        "Google, Hugging Face or own checkpoint (random init when unset).")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).")
-    flags.DEFINE_string("output_dir", None, "Checkpoints, predictions and results go here.")
-    flags.DEFINE_bool("do_train", False, "Fine-tune on the training set.")
-    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.")
-    flags.DEFINE_bool("do_predict", False, "Predict the test set.")
-    flags.DEFINE_integer("max_seq_length", max_seq_length, "Packed sequence length.")
-    flags.DEFINE_integer("train_batch_size", train_batch_size, "Training batch size.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-    flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
-    flags.DEFINE_float("num_train_epochs", num_train_epochs, "Passes over the training set.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-    flags.DEFINE_integer("log_every", 50, "Steps between progress lines.")
-    flags.DEFINE_integer("random_seed", 12345, "Seed for shuffling, dropout and the new head.")
-    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update.")
-    runner_flags.define_distribution_flags()
+                        "Google, Hugging Face or own checkpoint (random init when unset).", **where)
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).",
+                      **where)
+    flags.DEFINE_string("output_dir", None, "Checkpoints, predictions and results go here.",
+                        **where)
+    flags.DEFINE_bool("do_train", False, "Fine-tune on the training set.", **where)
+    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.", **where)
+    flags.DEFINE_bool("do_predict", False, "Predict the test set.", **where)
+    flags.DEFINE_integer("max_seq_length", max_seq_length, "Packed sequence length.", **where)
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "Training batch size.", **where)
+    flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.", **where)
+    flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", **where)
+    flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.", **where)
+    flags.DEFINE_float("num_train_epochs", num_train_epochs, "Passes over the training set.",
+                       **where)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.", **where)
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.", **where)
+    flags.DEFINE_integer("log_every", 50, "Steps between progress lines.", **where)
+    flags.DEFINE_integer("random_seed", 12345, "Seed for shuffling, dropout and the new head.",
+                         **where)
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Micro-batches per update; must divide --train_batch_size.", **where)
+    runner_flags.define_distribution_flags(flag_values)
 
 
 @dataclasses.dataclass
@@ -62,18 +74,30 @@ class Setup:
     tokenizer: object
 
 
+def check_flags(values: flags.FlagValues = FLAGS,
+                require: tuple[str, ...] = ("bert_config_file", "vocab_file", "output_dir")
+                ) -> None:
+    """Refuses missing or out-of-range shared flags before any file is read or written."""
+    for name in require:
+        if not values[name].value:
+            raise ValueError(f"--{name} is required")
+    if not (values.do_train or values.do_eval or values.do_predict):
+        raise ValueError("at least one of --do_train, --do_eval, --do_predict must be set")
+    runner_flags.check_ranges(
+        values,
+        positive=("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
+                  "learning_rate", "save_checkpoints_steps", "log_every",
+                  *runner_flags.DISTRIBUTION_POSITIVE)
+        + (("num_train_epochs",) if values.do_train else ()),
+        non_negative=runner_flags.DISTRIBUTION_NON_NEGATIVE, fractions=("warmup_proportion",))
+    runner_flags.check_accumulation(values)
+
+
 def setup(require: tuple[str, ...] = ("bert_config_file", "vocab_file", "output_dir")) -> Setup:
     """Checks the shared flags and builds the strategy, config and tokenizer."""
-    for name in require:
-        if not getattr(FLAGS, name):
-            raise ValueError(f"--{name} is required")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise ValueError("at least one of --do_train, --do_eval, --do_predict must be set")
-    for name in ("max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if getattr(FLAGS, name) < 1:
-            raise ValueError(f"--{name} must be positive, got {getattr(FLAGS, name)}")
-    if not 0 <= FLAGS.warmup_proportion <= 1:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {FLAGS.warmup_proportion}")
+    check_flags(FLAGS, require)
+    if "output_dir" in require:
+        runner_flags.check_output_dir(FLAGS.output_dir)
     strategy = runner_flags.strategy_from_flags()
 
     from data_prep.tokenization import FullTokenizer
@@ -88,7 +112,6 @@ def setup(require: tuple[str, ...] = ("bert_config_file", "vocab_file", "output_
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(f"{FLAGS.vocab_file} holds {tokenizer.vocab_size} tokens but "
                          f"{FLAGS.bert_config_file} says vocab_size={config.vocab_size}")
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
     return Setup(strategy, config, tokenizer)
 
 
@@ -112,6 +135,10 @@ def train(model, strategy, arrays: dict[str, np.ndarray], loss_fn, output_dir: s
     """Fine-tunes `model` on `arrays` for `--num_train_epochs` with the paper's schedule.
 
     `learning_rate` overrides `--learning_rate` (for sweeps); `seed` orders the data.
+    A run killed at any point and started again resumes from its newest
+    checkpoint and ends with the same weights. Raises `loop.TrainingDiverged`
+    (a ValueError) when the loss or gradients stop being finite, so a sweep
+    can skip that rate and a lone run exits with the step and checkpoint.
     """
     import tensorflow as tf
 
@@ -151,7 +178,11 @@ def train(model, strategy, arrays: dict[str, np.ndarray], loss_fn, output_dir: s
                  loop.ProgressLogger(optimizer, total, micro_batch, FLAGS.log_every,
                                      os.path.join(output_dir, "logs", "train")
                                      if trainer.chief else None, first_step=trainer.step)]
-    trainer.train(strategy.distribute_datasets_from_function(build), total, 1, callbacks)
+    # Several steps per tf.function call, ending exactly where a checkpoint or
+    # progress line is due, spare the per-call overhead of a step at a time.
+    steps_per_loop = np.gcd(FLAGS.save_checkpoints_steps * accumulation, max(1, FLAGS.log_every))
+    trainer.train(strategy.distribute_datasets_from_function(build), total, int(steps_per_loop),
+                  callbacks)
 
 
 _PREDICT_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -10,12 +10,22 @@ lookups and TPUs want.
 Before building the pipeline, the first record is checked against the
 expected schema in Python: a wrong `max_seq_length` or a missing feature
 otherwise only surfaces as an op error deep inside the first training step.
+Each file's record framing is walked too (headers only, no payload read),
+so a cut-off file or a text file given as records is named, with the byte
+offset, before training starts rather than as an unnamed DataLossError
+hours into it. Globs skip hidden files (`.name`): the completion markers
+that `create_pretraining_data` leaves beside its shards are not records.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+import contextlib
+import functools
+import os
+import struct
+from typing import Iterator, Mapping
 
+import crcmod.predefined  # the CRC-32C that TFRecord framing uses (apache-beam[tfrecord])
 import tensorflow as tf
 
 # Records in the shuffle buffer; the original used 100 after interleaving.
@@ -79,14 +89,120 @@ def check_record_schema(path: str, spec: Mapping[str, tf.io.FixedLenFeature]) ->
 
 
 def list_files(file_pattern: str) -> list[str]:
-    """Files matching a glob, or a comma-separated list of globs, sorted."""
+    """Files matching a glob, or a comma-separated list of globs, sorted.
+
+    TensorFlow's glob, unlike the shell's, lets `*` match a leading dot;
+    hidden files are dropped unless the pattern itself names a hidden file.
+    """
     files = []
     for pattern in (part.strip() for part in file_pattern.split(",")):
         if pattern:
-            files.extend(tf.io.gfile.glob(pattern))
+            hidden_wanted = os.path.basename(pattern).startswith(".")
+            files.extend(path for path in tf.io.gfile.glob(pattern)
+                         if hidden_wanted or not os.path.basename(path).startswith("."))
     if not files:
         raise FileNotFoundError(f"no input file matches {file_pattern!r}")
     return sorted(set(files))
+
+
+class CorruptRecordError(ValueError):
+    """A TFRecord file that is cut short, damaged, or not a record file at all."""
+
+
+_HEADER = struct.Struct("<QI")  # payload length, masked CRC-32C of the length
+_FOOTER_BYTES = 4  # masked CRC-32C of the payload
+_crc32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def check_record_file(path: str, verify_payloads: bool = False) -> int:
+    """Walks the record framing of `path`; returns its record count.
+
+    Reads each 12-byte header, checks the header's checksum and seeks past
+    the payload: a cost per record, not per byte. `verify_payloads` also
+    reads every payload and checks its checksum (what TensorFlow's reader
+    does), for finding the file behind a DataLossError. Raises
+    CorruptRecordError naming `path` and the record's byte offset.
+    """
+    size = tf.io.gfile.stat(path).length
+    records = offset = 0
+    with tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb") as reader:
+        while offset < size:
+            reader.seek(offset)
+            header = reader.read(_HEADER.size)
+            if len(header) < _HEADER.size:
+                raise CorruptRecordError(
+                    f"{path}: truncated record at byte {offset}: the file ends inside a "
+                    "record header (cut short? write it again)")
+            length, header_crc = _HEADER.unpack(header)
+            if _masked_crc(header[:8]) != header_crc:
+                if offset == 0:
+                    raise CorruptRecordError(f"{path}: not a TFRecord file (no record header "
+                                             "at byte 0); pass record files, not text")
+                raise CorruptRecordError(f"{path}: corrupted record header at byte {offset}")
+            end = offset + _HEADER.size + length + _FOOTER_BYTES
+            if end > size:
+                raise CorruptRecordError(
+                    f"{path}: truncated record at byte {offset}: it needs {end - offset} bytes, "
+                    f"the file ends after {size - offset} (cut short? write it again)")
+            if verify_payloads:
+                payload = reader.read(length)
+                footer = reader.read(_FOOTER_BYTES)
+                if _masked_crc(payload) != struct.unpack("<I", footer)[0]:
+                    raise CorruptRecordError(f"{path}: corrupted record at byte {offset} "
+                                             "(its checksum does not match)")
+            offset = end
+            records += 1
+    return records
+
+
+@functools.lru_cache(maxsize=None)
+def _checked_record_file(path: str, size: int, modified: int) -> int:
+    """`check_record_file`, once per version of a file (each pipeline builder asks again)."""
+    del size, modified  # the cache key
+    return check_record_file(path)
+
+
+def check_record_files(files: list[str]) -> None:
+    """Raises CorruptRecordError for the first file whose framing is broken (OSError: a folder).
+
+    Files on remote file systems (`gs://...`) are not walked: a request per
+    record would cost more than training reads; `naming_corrupt_records`
+    still names them if their records turn out damaged.
+    """
+    for path in files:
+        if "://" in path:
+            continue
+        status = tf.io.gfile.stat(path)
+        if status.is_directory:
+            raise IsADirectoryError(f"{path}: a folder where record files were expected; "
+                                    "match the files inside it (e.g. folder/*.tfrecord)")
+        _checked_record_file(path, status.length, status.mtime_nsec)
+
+
+@contextlib.contextmanager
+def naming_corrupt_records(file_pattern: str) -> Iterator[None]:
+    """Turns a DataLossError met while reading `file_pattern` into an error naming the file.
+
+    TensorFlow's message gives a byte offset but not the file; a damaged
+    payload (its framing intact) only shows when training reads it. The
+    files are then checked in full to find which one it is.
+    """
+    try:
+        yield
+    except tf.errors.DataLossError as error:
+        problems = []
+        for path in list_files(file_pattern):
+            try:
+                check_record_file(path, verify_payloads=True)
+            except CorruptRecordError as problem:
+                problems.append(str(problem))
+        where = "; ".join(problems) or f"a file of {file_pattern!r}"
+        raise CorruptRecordError(f"{where} ({error.message})") from None
 
 
 def record_dataset(file_pattern: str, spec: Mapping[str, tf.io.FixedLenFeature],
@@ -103,6 +219,7 @@ def record_dataset(file_pattern: str, spec: Mapping[str, tf.io.FixedLenFeature],
     reproducible, at some cost in read parallelism.
     """
     files = list_files(file_pattern)
+    check_record_files(files)
     check_record_schema(files[0], spec)
     if input_context is not None:
         batch_size = input_context.get_per_replica_batch_size(batch_size)

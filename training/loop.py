@@ -10,8 +10,17 @@ Resuming: the model's weights, the optimizer (slots and update counter,
 which drives the learning-rate schedule) and a step counter live in one
 `tf.train.CheckpointManager`. On start the newest checkpoint is restored;
 the caller skips the batches already consumed, so a seeded input pipeline
-continues at the batch where the run stopped. A checkpoint is complete or
-absent: TensorFlow writes the `checkpoint` index file last.
+continues at the batch where the run stopped. The dropout layers' random
+state is saved too, so a resumed run draws the same masks and ends with the
+same weights, bit for bit, as one that never stopped. A checkpoint is
+complete or absent: TensorFlow writes the `checkpoint` index file last, and
+the temporary files of a save cut short are removed at the next start.
+
+A non-finite loss or gradient norm stops training with `TrainingDiverged`
+at the end of the `tf.function` call it happened in, before anything is
+saved: otherwise the run would go on to write NaN checkpoints and rotate
+every good one out. Float16 loss scaling's overflow steps are not
+divergence: the optimizer skips them and lowers the scale.
 
 Progress is one line per `log_every` steps with steps/s, examples/s, the
 losses and the ETA; the same scalars, plus the learning rate, go to
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -29,6 +39,7 @@ from typing import Callable
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 from modeling.checkpoints import training_checkpoint
 
@@ -36,6 +47,24 @@ from modeling.checkpoints import training_checkpoint
 LossFunction = Callable[[dict, object], dict]
 # features, outputs -> {metric: (weighted sum, total weight)}
 MetricFunction = Callable[[dict, object], dict]
+
+# What a save cut short leaves: TensorFlow writes the shards of `ckpt-N` under
+# `ckpt-N_temp/` and the `checkpoint` index through `checkpoint.tmp<uuid hex>`.
+_SAVE_LEFTOVER = re.compile(r"(ckpt-\d+_temp|checkpoint\.tmp[0-9a-f]{32})")
+
+
+class TrainingDiverged(ValueError):
+    """The loss, the gradients or the weights became non-finite; nothing after the last good
+    checkpoint was saved."""
+
+    def __init__(self, step: int, last_good_checkpoint: str | None, what: str):
+        self.step = step
+        self.last_good_checkpoint = last_good_checkpoint
+        kept = (f"the last good checkpoint, {last_good_checkpoint}, is kept and a rerun "
+                "resumes from it" if last_good_checkpoint
+                else "no checkpoint was written before it")
+        super().__init__(f"training diverged at step {step}: {what}; {kept}; lower the "
+                         "learning rate (or check the input data) and rerun")
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -66,19 +95,31 @@ class Trainer:
         self.loss_fn = loss_fn
         self.jit_compile = jit_compile
         self.chief = is_chief(strategy)
+        self._chief_checkpoint_dir = checkpoint_dir
         if not self.chief:  # saving is collective; other workers write to scratch space
             task_id = int(strategy.cluster_resolver.task_id)
             checkpoint_dir = os.path.join(checkpoint_dir, f".worker-{task_id}")
         self.checkpoint_dir = checkpoint_dir
+        if self.chief:  # the only writer here, and it has not written anything yet
+            remove_save_leftovers(checkpoint_dir)
         optimizer.build(model.trainable_variables)
         self.step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.checkpoint = training_checkpoint(model, optimizer=optimizer, step=self.step_counter)
+        self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        self._steps_per_update = getattr(inner, "gradient_accumulation_steps", None) or 1
+        self._dropout_seeds = dropout_seed_states(model)
+        self.checkpoint = training_checkpoint(model, optimizer=optimizer, step=self.step_counter,
+                                              dropout_seeds=self._dropout_seeds)
+        saved = [*model.checkpoint_variables().values(), *optimizer.variables]
+        self._saved_floats = [v for v in saved if keras.backend.is_float_dtype(v.dtype)]
+        self._all_finite = tf.function(lambda: _all_finite(self._saved_floats))
         self.manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_dir,
                                                   max_to_keep=max_to_keep)
         self.restored_from = self.manager.latest_checkpoint
         if self.restored_from:
             try:
-                self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+                self._restorable_checkpoint().restore(
+                    self.restored_from).assert_existing_objects_matched()
             except (AssertionError, ValueError, tf.errors.OpError) as error:
                 raise ValueError(
                     f"{checkpoint_dir} holds {self.restored_from}, which does not fit this "
@@ -86,11 +127,33 @@ class Trainer:
                     "--output_dir, or delete that folder to start over") from None
         self._train_function = None
 
+    def _restorable_checkpoint(self) -> tf.train.Checkpoint:
+        """The checkpoint object to restore `restored_from` into.
+
+        Checkpoints written before the dropout state was saved still resume:
+        everything else is restored, and the dropout masks start afresh (so
+        that one run is not bit-identical to an uninterrupted one).
+        """
+        saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(self.restored_from)}
+        if not self._dropout_seeds or "dropout_seeds" in saved:
+            return self.checkpoint
+        logging.warning("%s holds no dropout random state (written by an older version); "
+                        "resuming with fresh dropout masks", self.restored_from)
+        return training_checkpoint(self.model, optimizer=self.optimizer, step=self.step_counter)
+
     @property
     def step(self) -> int:
         return int(self.step_counter.numpy())
 
     def save(self) -> None:
+        """Saves a checkpoint, unless a value in it is not finite (then raises TrainingDiverged).
+
+        Checked here as well as in the training step because optimizer slots
+        can overflow while the loss and the weights stay finite.
+        """
+        if not bool(self._all_finite()):
+            raise TrainingDiverged(self._update(self.step), self._last_good_checkpoint(),
+                                   "the weights or optimizer slots hold non-finite values")
         self.manager.save(checkpoint_number=self.step)
         if not self.chief:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
@@ -107,22 +170,40 @@ class Trainer:
             # Gradients are summed over replicas, so each one contributes its share.
             scaled = self.optimizer.scale_loss(loss / replicas)
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
-        return logs
+        gradients = tape.gradient(scaled, variables)
+        finite = tf.math.is_finite(tf.cast(loss, tf.float32))
+        norm = tf.constant(0.0)  # a sum over replicas below: only its finiteness is reported
+        if not self._loss_scaling:  # scaled float16 gradients overflow now and then, harmlessly
+            norm = tf.linalg.global_norm([g for g in gradients if g is not None])
+            finite = tf.logical_and(finite, tf.math.is_finite(norm))
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        return logs, tf.cast(tf.logical_not(finite), tf.float32), norm
 
     def _build_train_function(self):
         step = self._replica_step
         if self.jit_compile:
             step = tf.function(step, jit_compile=True)
 
+        def run_step(iterator):
+            logs, bad, norm = self.strategy.run(step, args=(next(iterator),))
+            # Every replica must agree on stopping, or the others wait in collectives.
+            return (logs, self.strategy.reduce("SUM", bad, axis=None) > 0,
+                    self.strategy.reduce("SUM", norm, axis=None))
+
         @tf.function
         def train_steps(iterator, steps):
-            logs = self.strategy.run(step, args=(next(iterator),))
+            """Runs up to `steps` steps; stops after the first one with a non-finite value."""
+            logs, diverged, norm = run_step(iterator)
+            done = tf.constant(1)
             for _ in tf.range(steps - 1):
-                logs = self.strategy.run(step, args=(next(iterator),))
-            self.step_counter.assign_add(tf.cast(steps, tf.int64))
-            return {key: self.strategy.reduce("MEAN", value, axis=None)
+                if diverged:
+                    break
+                logs, diverged, norm = run_step(iterator)
+                done += 1
+            self.step_counter.assign_add(tf.cast(done, tf.int64))
+            logs = {key: self.strategy.reduce("MEAN", value, axis=None)
                     for key, value in logs.items()}
+            return logs, diverged, norm, _all_finite(self.model.trainable_variables)
 
         return train_steps
 
@@ -134,10 +215,28 @@ class Trainer:
         iterator = iter(dataset)
         while self.step < total_steps:
             steps = min(steps_per_loop, total_steps - self.step)
-            logs = self._train_function(iterator, tf.constant(steps))
+            logs, diverged, norm, weights_finite = self._train_function(iterator,
+                                                                        tf.constant(steps))
             logs = {key: float(value) for key, value in logs.items()}
+            if bool(diverged) or not bool(weights_finite):
+                what = f"loss={logs['loss']:.6g}"
+                if not bool(diverged):
+                    what += ", but the update made the weights non-finite"
+                elif not math.isfinite(float(norm)):
+                    what += ", non-finite gradients"
+                raise TrainingDiverged(self._update(self.step), self._last_good_checkpoint(),
+                                       what)
             for callback in callbacks:
                 callback(self.step, logs)
+
+    def _last_good_checkpoint(self) -> str | None:
+        """The newest checkpoint, named where the chief keeps it (workers' copies are scratch)."""
+        latest = self.manager.latest_checkpoint
+        return latest and os.path.join(self._chief_checkpoint_dir, os.path.basename(latest))
+
+    def _update(self, step: int) -> int:
+        """The optimizer update a batch count falls in, as the runners number their steps."""
+        return -(-step // self._steps_per_update)
 
     def evaluate(self, dataset, metric_fn: MetricFunction, max_steps: int) -> dict[str, float]:
         """Streaming means of `metric_fn`'s sums over at most `max_steps` batches."""
@@ -162,6 +261,46 @@ class Trainer:
         if not totals:
             raise ValueError("the evaluation data holds no complete batch")
         return {name: total / max(weight, 1e-12) for name, (total, weight) in totals.items()}
+
+
+def dropout_seed_states(model: keras.Model) -> list:
+    """The state variables of the random generators the model's dropout layers draw from.
+
+    They are not among the weights, but without them a resumed run draws
+    other dropout masks than the run it continues. Listed in layer order,
+    which the model's structure fixes, since their names carry a per-process
+    counter.
+    """
+    # Keras 3 has no public accessor; `Layer.variables` reads the same lists.
+    states = {}
+    for layer in model._flatten_layers():
+        for generator in layer._seed_generators:
+            states.setdefault(id(generator), generator.state)
+    return list(states.values())
+
+
+def remove_save_leftovers(checkpoint_dir: str) -> None:
+    """Deletes what a save killed midway left in `checkpoint_dir`.
+
+    TensorFlow never cleans these up unless a later save reuses the same
+    number. Only safe while no one else writes there: call it from the
+    folder's single writer before its first save.
+    """
+    if not os.path.isdir(checkpoint_dir):
+        return
+    for name in sorted(os.listdir(checkpoint_dir)):
+        if not _SAVE_LEFTOVER.fullmatch(name):
+            continue
+        path = os.path.join(checkpoint_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+        logging.info("Removed %s, left by a checkpoint save that was cut short", path)
+
+
+def _all_finite(variables) -> tf.Tensor:
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
 
 
 class CheckpointEvery:

@@ -107,26 +107,51 @@ class _DecoupledAdamBase(keras.optimizers.Optimizer):
         """Whether `variable` gets weight decay (and, for LAMB, layer adaptation)."""
         return len(variable.shape) >= 2 and self._use_weight_decay(variable)
 
-    def _step(self, variable, m, v, learning_rate):
-        """The amount to subtract from `variable`, given its updated moments."""
+    def _step(self, value, m, v, learning_rate, decays: bool, step):
+        """The amount to subtract from a variable holding `value`, given its updated moments.
+
+        `decays` says whether the variable gets weight decay; `step` is the
+        1-based number of this update, in the variable's dtype.
+        """
         raise NotImplementedError
 
-    def update_step(self, gradient, variable, learning_rate, apply=None):
-        """One update of `variable`; where `apply` is False, nothing changes."""
-        if isinstance(gradient, tf.IndexedSlices):
-            gradient = tf.convert_to_tensor(gradient)
-        gradient = ops.cast(gradient, variable.dtype)
-        index = self._get_variable_index(variable)
-        m, v = self._m[index], self._v[index]
+    def _new_values(self, decays: bool, gradient, value, m, v, learning_rate, step, apply,
+                    clip_scale):
+        """The variable's and its moments' next values, as one function of the old ones.
+
+        Compiled with XLA (`_FUSED_UPDATE`), this is one pass over the
+        variable's memory instead of a dozen element-wise kernels each reading
+        and writing the whole tensor, which made the update of the
+        [vocab, hidden] embedding table a large share of a step.
+        """
+        if clip_scale is not None:
+            gradient = gradient * ops.cast(clip_scale, gradient.dtype)
+        gradient = ops.cast(gradient, value.dtype)
         new_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
         new_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
-        delta = self._step(variable, new_m, new_v, ops.cast(learning_rate, variable.dtype))
+        delta = self._step(value, new_m, new_v, ops.cast(learning_rate, value.dtype), decays,
+                           step)
         if apply is not None:
             new_m, new_v = ops.where(apply, new_m, m), ops.where(apply, new_v, v)
             delta = ops.where(apply, delta, 0.0)
+        return new_m, new_v, value - delta
+
+    def update_step(self, gradient, variable, learning_rate, apply=None, clip_scale=None):
+        """One update of `variable`; where `apply` is False, nothing changes.
+
+        `clip_scale` multiplies the gradient first (global-norm clipping).
+        """
+        if isinstance(gradient, tf.IndexedSlices):
+            gradient = tf.convert_to_tensor(gradient)
+        index = self._get_variable_index(variable)
+        m, v = self._m[index], self._v[index]
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        new_m, new_v, new_value = _FUSED_UPDATE(
+            self, self.decays(variable), gradient, *map(tf.convert_to_tensor, (
+                variable, m, v, learning_rate)), step, apply, clip_scale)
         self.assign(m, new_m)
         self.assign(v, new_v)
-        self.assign_sub(variable, delta)
+        self.assign(variable, new_value)
 
     def _get_current_learning_rate(self):
         # Keras passes the micro-batch counter; a schedule counts updates.
@@ -152,18 +177,18 @@ class _DecoupledAdamBase(keras.optimizers.Optimizer):
             totals = [acc + g for acc, g in zip(accumulators, grads)]
             grads = [total / steps for total in totals]
             apply = ops.equal((self._iterations + 1) % steps, 0)
-        if self.global_clipnorm:
-            grads, _ = tf.clip_by_global_norm(grads, self.global_clipnorm)
+        clip_scale = _clip_scale(grads, self.global_clipnorm) if self.global_clipnorm else None
         tf.__internal__.distribute.interim.maybe_merge_call(
             self._distributed_apply, self._distribution_strategy, grads, variables,
-            accumulators, totals, apply, self.learning_rate)
+            accumulators, totals, apply, self.learning_rate, clip_scale)
 
     def _distributed_apply(self, distribution, grads, variables, accumulators, totals, apply,
-                           learning_rate):
+                           learning_rate, clip_scale):
         for grad, variable in zip(grads, variables):
             distribution.extended.update(
-                variable, lambda var, grad, lr, apply: self.update_step(grad, var, lr, apply),
-                args=(grad, learning_rate, apply), group=False)
+                variable, lambda var, grad, lr, apply, scale: self.update_step(
+                    grad, var, lr, apply, scale),
+                args=(grad, learning_rate, apply, clip_scale), group=False)
         for accumulator, total in zip(accumulators, totals):
             distribution.extended.update(
                 accumulator, lambda acc, total, apply: acc.assign(
@@ -188,10 +213,10 @@ class BertAdamW(_DecoupledAdamBase):
     param -= lr * update.
     """
 
-    def _step(self, variable, m, v, learning_rate):
+    def _step(self, value, m, v, learning_rate, decays, step):
         update = m / (ops.sqrt(v) + self.epsilon)
-        if self.decays(variable):
-            update = update + self.weight_decay_rate * variable
+        if decays:
+            update = update + self.weight_decay_rate * value
         return learning_rate * update
 
 
@@ -205,19 +230,36 @@ class Lamb(_DecoupledAdamBase):
     LayerNorm) are not layer-adapted either, as in the paper's BERT runs.
     """
 
-    def _step(self, variable, m, v, learning_rate):
-        step = ops.cast(self.iterations + 1, variable.dtype)
+    def _step(self, value, m, v, learning_rate, decays, step):
         m_hat = m / _one_minus_power(self.beta_1, step)
         v_hat = v / _one_minus_power(self.beta_2, step)
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
-        if not self.decays(variable):
+        if not decays:
             return learning_rate * update
-        update = update + self.weight_decay_rate * variable
-        weight_norm = ops.sqrt(ops.sum(ops.square(variable)))
+        update = update + self.weight_decay_rate * value
+        weight_norm = ops.sqrt(ops.sum(ops.square(value)))
         update_norm = ops.sqrt(ops.sum(ops.square(update)))
         usable = ops.logical_and(weight_norm > 0, update_norm > 0)
         ratio = ops.where(usable, weight_norm / ops.where(usable, update_norm, 1.0), 1.0)
         return learning_rate * ratio * update
+
+
+def _clip_scale(grads, clip_norm: float):
+    """The factor `tf.clip_by_global_norm` multiplies every gradient by, computed once.
+
+    Applying it inside the fused update spares a pass over every gradient;
+    a non-finite norm gives a NaN factor, as there.
+    """
+    norm = tf.linalg.global_norm(grads)
+    return clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
+
+
+# One XLA kernel per variable and step (see `_new_values`); the optimizer and
+# whether the variable decays are static, so each (optimizer, shape, decay)
+# compiles once.
+_FUSED_UPDATE = tf.function(
+    lambda optimizer, decays, *tensors: optimizer._new_values(decays, *tensors),
+    jit_compile=True)
 
 
 def _one_minus_power(beta: float, step):

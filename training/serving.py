@@ -4,7 +4,8 @@ Serving systems hand the model text, not WordPiece ids; shipping the
 tokenizer inside the graph means the deployed model cannot drift from the
 tokenization it was trained with. The packing mirrors
 `data_prep.sentence_pairs.pack`: `[CLS] a [SEP] (b [SEP])`, pairs shortened
-longest-first (tensorflow-text's `ShrinkLongestTrimmer`), zero padding.
+longest-first (tensorflow-text's `ShrinkLongestTrimmer`), zero padding, and
+a second text without tokens packed as a single text.
 Whoever loads it must `import tensorflow_text` first, which registers the
 tokenizer's ops.
 """
@@ -66,7 +67,10 @@ class ClassifierServing(tf.Module):
     def serve_pair(self, text_a, text_b):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         ids_b, _ = self.tokenizer.tokenize_batch(text_b)
-        return self._outputs(self._pack([ids_a, ids_b]))
+        pair, single = self._pack([ids_a, ids_b]), self._pack([ids_a])
+        # Row by row: an empty or blank text_b gives the single-text layout, as in training.
+        has_b = (ids_b.row_lengths() > 0)[:, None]
+        return self._outputs({name: tf.where(has_b, pair[name], single[name]) for name in pair})
 
 
 class _Untracked:

@@ -73,12 +73,3 @@ def normalize_huggingface_name(name: str) -> str:
         name = "bert." + name
     return name
 
-
-def escape_object_name(name: str) -> str:
-    """A name as tf.train.Checkpoint writes it in a key: `.` -> `..`, `/` -> `.S`."""
-    return name.replace(".", "..").replace("/", ".S")
-
-
-def unescape_object_name(escaped: str) -> str:
-    """Inverse of `escape_object_name`."""
-    return re.sub(r"\.(\.|S)", lambda match: "." if match.group(1) == "." else "/", escaped)

@@ -7,8 +7,13 @@ Three formats reach `--init_checkpoint`:
 - Hugging Face BERT: a folder with `model.safetensors` (or a sharded
   `model.safetensors.index.json`), or a `.safetensors` file;
 - this project's own checkpoints, object-based `tf.train.Checkpoint`s whose
-  model weights sit under `weights/` keyed by their Google names, so they
-  translate back without knowing which model class wrote them.
+  object graph names each model weight by its Google name under
+  `weights/named`, so they translate back without knowing which model class
+  wrote them. A training run's `--output_dir` stands for the newest
+  checkpoint its `checkpoint` index file names; a `ckpt-N` prefix for itself.
+
+A folder may also be a Google release (`bert_model.ckpt` inside) or a
+fine-tuning `--output_dir` (`model.ckpt` inside).
 
 PyTorch `.bin` files are refused with a hint rather than read: unpickling
 them needs torch, which the runtime does not depend on.
@@ -23,11 +28,13 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from modeling.checkpoints import names
 
-OWN_WEIGHTS_PREFIX = "weights/named/"
-_OWN_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# Where `writing.training_checkpoint` puts the weights in the object graph.
+_OWN_WEIGHTS_PATH = ("weights", "named")
+_VARIABLE_VALUE = "VARIABLE_VALUE"
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
@@ -47,9 +54,9 @@ class CheckpointTensors:
 
 def read_checkpoint(path: str | os.PathLike) -> CheckpointTensors:
     """Detects the format of `path` and reads its model weights."""
-    path = str(path)
-    if os.path.isdir(path):
-        return _read_huggingface_folder(Path(path))
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        return _read_folder(path)
     if path.endswith(".safetensors"):
         if not os.path.exists(path):
             raise CheckpointError(f"{path}: no such file")
@@ -59,16 +66,73 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointTensors:
                               "safe_serialization=True (model.safetensors) and pass that")
     if _is_tf_checkpoint(path):
         return _read_tf_checkpoint(path)
-    latest = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else None
-    if latest:
-        return _read_tf_checkpoint(latest)
     raise CheckpointError(
         f"{path}: not a checkpoint: expected a TF checkpoint prefix (PREFIX.index beside "
-        "it), a Hugging Face folder, or a .safetensors file")
+        "it), a folder holding one, a Hugging Face folder, or a .safetensors file")
 
 
 def _is_tf_checkpoint(prefix: str) -> bool:
     return tf.io.gfile.exists(prefix + ".index")
+
+
+def _read_folder(folder: str) -> CheckpointTensors:
+    """Reads the checkpoint a folder stands for; an error lists what the folder holds.
+
+    A training run's output folder (its `checkpoint` index file names the
+    newest `ckpt-N`) comes before the exports that may sit beside it, so
+    `--init_checkpoint=<output_dir>` always means the weights the run ended with.
+    """
+    def exists(name: str) -> bool:
+        return tf.io.gfile.exists(os.path.join(folder, name))
+
+    if exists("model.safetensors") or exists("model.safetensors.index.json"):
+        return _read_huggingface_folder(Path(folder))
+    if exists("checkpoint"):
+        return _read_tf_checkpoint(_newest_checkpoint(folder))
+    for prefix in ("bert_model.ckpt", "model.ckpt"):  # Google's release; a fine-tuned model
+        if _is_tf_checkpoint(os.path.join(folder, prefix)):
+            return _read_tf_checkpoint(os.path.join(folder, prefix))
+    if exists("pytorch_model.bin"):
+        raise CheckpointError(f"{folder}: holds only pytorch_model.bin; re-save it with "
+                              "safe_serialization=True to get model.safetensors")
+    held = sorted(tf.io.gfile.listdir(folder))
+    shown = ", ".join(name.rstrip("/") for name in held[:6]) + (", ..." if len(held) > 6 else "")
+    raise CheckpointError(
+        f"{folder}: no checkpoint in this folder: neither a `checkpoint` index file (as a "
+        "training --output_dir has), a Hugging Face model.safetensors, nor a "
+        f"bert_model.ckpt or model.ckpt checkpoint; it holds {shown or 'nothing'}")
+
+
+def _newest_checkpoint(folder: str) -> str:
+    """The prefix that the folder's `checkpoint` index file names, checked to exist.
+
+    TF1's Saver wrote absolute paths, so an output folder copied from where
+    it was written (a bucket, another machine) names files elsewhere; the
+    file of that name in this folder is the one meant.
+    """
+    index = os.path.join(folder, "checkpoint")
+    try:
+        state = tf.train.get_checkpoint_state(folder)
+    except ValueError:
+        state = None
+    if state is None:
+        raise CheckpointError(f"{index}: not a readable checkpoint index file (it should "
+                              "name the newest checkpoint as model_checkpoint_path)")
+
+    def here(prefix: str) -> str | None:
+        for candidate in (prefix, os.path.join(folder, os.path.basename(prefix))):
+            if _is_tf_checkpoint(candidate):
+                return candidate
+        return None
+
+    newest = state.model_checkpoint_path
+    if here(newest):
+        return here(newest)
+    present = [here(path) for path in state.all_model_checkpoint_paths if here(path)]
+    hint = (f"; pass one that is there, e.g. {present[-1]}" if present
+            else "; the folder was copied partly or its checkpoints were deleted")
+    raise CheckpointError(f"{index}: names {newest} as the newest checkpoint, but "
+                          f"{newest}.index is missing{hint}")
 
 
 def _read_tf_checkpoint(prefix: str) -> CheckpointTensors:
@@ -89,37 +153,52 @@ def _read_tf_checkpoint(prefix: str) -> CheckpointTensors:
 
 
 def _read_own(prefix: str, reader, keys) -> CheckpointTensors:
-    tensors, skipped = {}, []
-    for key in keys:
-        if key.startswith(OWN_WEIGHTS_PREFIX) and key.endswith(_OWN_SUFFIX):
-            escaped = key[len(OWN_WEIGHTS_PREFIX):-len(_OWN_SUFFIX)]
-            tensors[names.unescape_object_name(escaped)] = reader.get_tensor(key)
-        elif key != _OBJECT_GRAPH_KEY:
-            skipped.append(key)  # optimizer slots, step counters, input position
-    if not tensors:
-        raise CheckpointError(f"{prefix}: an object-based checkpoint without model weights "
-                              f"under {OWN_WEIGHTS_PREFIX!r}; it was not written by this project")
-    return CheckpointTensors(prefix, "own", tensors, sorted(skipped))
+    """Finds each weight through the object graph rather than by its key.
+
+    The saver stores a variable once, under the first path it reaches it by;
+    in a training checkpoint that is the optimizer's
+    (`optimizer/_trainable_variables/N`), not `weights/named/...`. The graph
+    still links `weights` -> `named` -> each Google name to the node that
+    holds the value, whatever key it was stored under.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+    node = 0  # the root: the tf.train.Checkpoint
+    for step in _OWN_WEIGHTS_PATH:
+        children = {child.local_name: child.node_id for child in graph.nodes[node].children}
+        if step not in children:
+            top = ", ".join(child.local_name for child in graph.nodes[0].children)
+            raise CheckpointError(
+                f"{prefix}: an object-based checkpoint without model weights under "
+                f"{'/'.join(_OWN_WEIGHTS_PATH)!r} (it holds {top or 'nothing'}); it was not "
+                "written by this project")
+        node = children[step]
+    tensors, used = {}, {_OBJECT_GRAPH_KEY}
+    for child in graph.nodes[node].children:
+        key = next((attribute.checkpoint_key for attribute in
+                    graph.nodes[child.node_id].attributes
+                    if attribute.name == _VARIABLE_VALUE), None)
+        if key not in keys:
+            raise CheckpointError(f"{prefix}: weight {child.local_name} is listed but its value "
+                                  "was not saved; the checkpoint is damaged")
+        tensors[child.local_name] = reader.get_tensor(key)
+        used.add(key)
+    # Optimizer slots, step counters, input position and any other saved state.
+    skipped = sorted(set(keys) - used)
+    return CheckpointTensors(prefix, "own", tensors, skipped)
 
 
 def _read_huggingface_folder(folder: Path) -> CheckpointTensors:
     single = folder / "model.safetensors"
-    index = folder / "model.safetensors.index.json"
     if single.exists():
         return _read_safetensors([single], str(folder))
-    if index.exists():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (ValueError, KeyError) as error:
-            raise CheckpointError(f"{index}: not a safetensors index ({error})") from None
-        return _read_safetensors(sorted({folder / shard for shard in weight_map.values()}),
-                                 str(folder))
-    if (folder / "pytorch_model.bin").exists():
-        raise CheckpointError(f"{folder}: holds only pytorch_model.bin; re-save it with "
-                              "safe_serialization=True to get model.safetensors")
-    if tf.train.latest_checkpoint(str(folder)):
-        return _read_tf_checkpoint(tf.train.latest_checkpoint(str(folder)))
-    raise CheckpointError(f"{folder}: a folder without model.safetensors or a TF checkpoint")
+    index = folder / "model.safetensors.index.json"
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (ValueError, KeyError) as error:
+        raise CheckpointError(f"{index}: not a safetensors index ({error})") from None
+    return _read_safetensors(sorted({folder / shard for shard in weight_map.values()}),
+                             str(folder))
 
 
 def _read_safetensors(files: list[Path], source: str) -> CheckpointTensors:

@@ -2,8 +2,10 @@
 
 Own checkpoints are object-based (`tf.train.Checkpoint`), so a training run
 can put the optimizer, the step and the input position beside the model and
-resume from one file; the weights go under `weights/named/` keyed by their
-Google names, which lets any model class read them back (see `readers`).
+resume from one file. The weights are the children of a `weights/named`
+object, each named by its Google name, which lets any model class read them
+back (see `readers`: the saver may store a value under another path that
+reaches the same variable, such as the optimizer's).
 
 The Google export is name-based, as TF1's Saver wrote it, so the original
 repository's scripts can load it with `--init_checkpoint`; the Hugging Face

@@ -33,10 +33,13 @@ def attention_bias(input_mask, causal: bool = False):
 class SelfAttention(keras.layers.Layer):
     """Self-attention followed by its output projection.
 
-    Query, key and value kernels are stored as three [hidden, hidden] weights,
-    exactly as in Google's checkpoints, but multiplied in as one concatenated
-    [hidden, 3 * hidden] matrix: one large matmul keeps the CPU and
-    accelerators busier than three small ones.
+    Query, key and value kernels are three [hidden, hidden] weights, exactly
+    as in Google's checkpoints, and are multiplied in separately: one
+    concatenated [hidden, 3 * hidden] product would have to be concatenated
+    on every call and sliced apart again, and the gradient of each slice is a
+    full-size tensor padded with zeros. Each projection goes straight into
+    the [batch, heads, ...] layout its batched product wants (the key
+    pre-transposed), so the products need no further copies.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, initializer_range: float = 0.02,
@@ -63,19 +66,22 @@ class SelfAttention(keras.layers.Layer):
 
     def call(self, hidden_states, bias, training=None, return_probabilities=False):
         batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
-        kernel = ops.concatenate([self.query_kernel, self.key_kernel, self.value_kernel], axis=1)
-        qkv_bias = ops.concatenate([self.query_bias, self.key_bias, self.value_bias], axis=0)
-        qkv = ops.matmul(hidden_states, kernel) + qkv_bias
-        qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
-        query, key, value = (qkv[:, :, i] for i in range(3))  # [batch, seq, heads, size]
 
+        def heads(kernel, kernel_bias, order):
+            projected = ops.matmul(hidden_states, kernel) + kernel_bias
+            return ops.transpose(
+                ops.reshape(projected, (batch, length, self.num_heads, self.head_size)), order)
+
+        query = heads(self.query_kernel, self.query_bias, (0, 2, 1, 3))  # [b, heads, q, size]
+        key = heads(self.key_kernel, self.key_bias, (0, 2, 3, 1))  # [b, heads, size, k]
+        value = heads(self.value_kernel, self.value_bias, (0, 2, 1, 3))  # [b, heads, k, size]
         # Scaling the query before the product keeps float16 scores in range.
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        scores = ops.matmul(query, key)  # [batch, heads, query, key]
         scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
         probabilities = ops.softmax(scores, axis=-1)
         dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training)
-        context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+        context = ops.transpose(ops.matmul(dropped, value), (0, 2, 1, 3))  # [b, q, heads, size]
         context = ops.reshape(context, (batch, length, self.hidden_size))
         output = ops.matmul(context, self.output_kernel) + self.output_bias
         if return_probabilities:

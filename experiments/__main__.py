@@ -1,0 +1,88 @@
+"""Runs one of the paper's ablations at small scale and writes its table and plot.
+
+    python -m experiments --table=5 --scale=cpu
+
+Every pre-training and fine-tuning is a run of the project's own tools,
+cached under a hash of its settings in `--cache_dir`: an interrupted grid
+continues where it stopped, and a finished one re-prints at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from experiments import grid, jobs, report
+
+PROGRAM = "python -m experiments"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", required=True, choices=grid.TABLES,
+                        help="The paper's Table 5, 6, 7, 8, or the training-steps figure.")
+    parser.add_argument("--scale", default="cpu", choices=sorted(grid.SCALES),
+                        help="Preset sizes: cpu (a few hours per table on 2 cores) or gpu.")
+    parser.add_argument("--output_dir", default="experiments/results",
+                        help="Where table<N>_<scale>.md and its PNG go.")
+    parser.add_argument("--cache_dir", default=None,
+                        help="Runs and their results (default: <BERT_CACHE_DIR>/experiments).")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="Fine-tuning seeds (restarts) per learning rate.")
+    parser.add_argument("--glue_dir", default=None,
+                        help="Folder of GLUE task folders (MRPC/, SST-2/, ...): each becomes "
+                             "a column, fine-tuned with run_classifier.py --task_name.")
+    parser.add_argument("--glue_tasks", default="",
+                        help="Comma-separated GLUE tasks of --glue_dir (default: all found).")
+    parser.add_argument("--squad_dir", default=None,
+                        help="Folder with SQuAD v1.1's train-v1.1.json and dev-v1.1.json: "
+                             "adds a SQuAD column (run_squad.py).")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="Runs side by side when their inputs are ready.")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"--seeds must be positive, got {args.seeds}")
+    if args.workers < 1:
+        parser.error(f"--workers must be positive, got {args.workers}")
+    return args
+
+
+def run(args: argparse.Namespace, command: str,
+        runner: jobs.Runner = jobs.subprocess_runner, scale: grid.Scale | None = None,
+        datasets: grid.Datasets | None = None) -> Path:
+    """Builds, runs and reports one table; `scale` and `datasets` replace the presets (tests)."""
+    scale = scale or grid.SCALES[args.scale]
+    if args.cache_dir:
+        cache_root = Path(args.cache_dir)
+    else:
+        from data_prep.assets import cache_dir
+
+        cache_root = cache_dir() / "experiments"
+    tasks = [task for task in args.glue_tasks.split(",") if task]
+    datasets = datasets or grid.default_datasets(scale, cache_root, args.glue_dir, tasks,
+                                                 args.squad_dir)
+    table = grid.GridBuilder(scale, datasets, args.seeds).table(args.table)
+    cache = jobs.Cache(cache_root)
+    results = jobs.run_grid(table.jobs, cache, runner, args.workers)
+    path = report.write_report(table, results, args.output_dir, scale.name, args.seeds,
+                               command)
+    print(path.read_text(encoding="utf-8"))
+    print(f"Wrote {path}")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    try:
+        run(args, shlex.join([*PROGRAM.split(), *argv]))
+    except (ValueError, OSError, jobs.JobFailed) as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The training benchmark's and profiler's own logic: data, FLOPs, checks, tables, op classes."""
+
+import numpy as np
+import pytest
+
+from benchmarks import profile_training_step, training_speed
+
+
+def test_every_process_builds_the_same_batch():
+    case = training_speed.CASES["pretrain_small"]
+    first, second = training_speed.batch_arrays(case), training_speed.batch_arrays(case)
+    assert first.keys() == second.keys()
+    for key in first:
+        np.testing.assert_array_equal(first[key], second[key])
+    positions = first["masked_lm_positions"]
+    assert positions.shape == (32, 20)
+    assert (positions >= 1).all() and (positions < 128).all()
+    assert all(len(set(row)) == 20 and list(row) == sorted(row) for row in positions)
+    assert first["input_ids"].min() >= 1 and first["input_ids"].max() < training_speed.VOCAB
+    labels = training_speed.batch_arrays(training_speed.CASES["finetune_minilm_64"])["label_ids"]
+    assert labels.shape == (32,) and set(labels) <= {0, 1}
+
+
+def test_step_flops_count_encoder_pooler_and_heads_three_times():
+    case = dict(task="pretrain", layers=2, hidden=8, heads=2, intermediate=32, batch=3,
+                length=5, predictions=2)
+    per_token = 2 * (2 * (4 * 64 + 2 * 8 * 32) + 4 * 5 * 8)
+    forward = 3 * 5 * per_token + 3 * 2 * 64 + 3 * 2 * 2 * 8 * (8 + training_speed.VOCAB) \
+        + 3 * 4 * 8
+    assert training_speed.step_flops(case) == 3 * forward
+    classify = dict(case, task="classify")
+    assert training_speed.step_flops(classify) == 3 * (3 * 5 * per_token + 3 * 2 * 64 + 3 * 4 * 8)
+
+
+def test_a_system_whose_loss_does_not_fall_is_refused():
+    measured = {"pretrain_small": {"losses": {"ours": [11.0, 9.0], "peer": [10.0, 10.0],
+                                              "matmul": [5.0, 6.0]}}}
+    with pytest.raises(RuntimeError, match="peer's loss did not fall"):
+        training_speed.check_trained(measured)
+    measured["pretrain_small"]["losses"]["peer"] = [10.0, 9.5]
+    training_speed.check_trained(measured)
+
+
+def test_report_gives_rates_mfu_losses_and_ratios():
+    case = training_speed.CASES["finetune_minilm_64"]
+    matmul_seconds = 2 * training_speed.MATMUL_SIZE ** 3 / 100e9  # 100 GFLOP/s
+    steps, batch = case["steps"], case["batch"]
+    measured = {"finetune_minilm_64": {
+        "seconds": {"ours": [steps * 0.5] * 3, "ours_xla": [steps * 1.0] * 3,
+                    "hf_torch": [steps * 2.0] * 3, "matmul": [matmul_seconds] * 3},
+        "losses": {"ours": [0.7, 0.1], "ours_xla": [0.7, 0.2], "hf_torch": [0.8, 0.3],
+                   "matmul": [1.0, 1.0]}}}
+    text = training_speed.report(measured, ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()
+            if line.startswith("| ")}
+    mfu = batch / 0.5 / batch * training_speed.step_flops(case) / 100e9
+    assert f"{batch / 0.5:.1f}" in rows["ours (default)"]
+    assert f"{mfu:.0%}" in rows["ours (default)"]
+    assert "2.00x" in rows["ours, --jit_compile"]
+    assert "4.00x" in rows["HF PyTorch"]  # the default's 64/s against 16/s
+    assert "0.800 -> 0.300" in rows["HF PyTorch"]
+    assert "1.00, 2.00, 3.00" in text and "100 GFLOP/s" in text
+
+
+@pytest.mark.parametrize("name, op_type, expected", [
+    ("bert_pretrainer_1/bert_1/layer_0_1/attention_1/MatMul", "_MklBatchMatMulV2", "attention"),
+    ("bert_pretrainer_1/bert_1/layer_0_1/attention_1/Tensordot/MatMul", "_MklMatMul", "matmuls"),
+    ("gradient_tape/bert_1/layer_0_1/intermediate_1/Tensordot/MatMul/MatMul", "_MklMatMul",
+     "matmuls"),
+    ("bert_1/layer_0_1/attention_1/Softmax", "_MklSoftmax", "softmax / LayerNorm"),
+    ("bert_1/layer_0_1/output_LayerNorm_1/mul/Sum_1", "Sum", "softmax / LayerNorm"),
+    ("bert_adam_w/AssignVariableOp_8", "AssignVariableOp", "optimizer update"),
+    ("global_norm/L2Loss", "L2Loss", "optimizer update"),
+    ("gradient_tape/bert_1/ArithmeticOptimizer/FoldTransposeIntoMatMul_MatMul", "_MklMatMul",
+     "matmuls"),
+    ("bert_1/embeddings_1/GatherV2", "GatherV2", "gathers"),
+    ("CpuExecutable", "XLA", "XLA-compiled code"),
+    ("bert_1/layer_0_1/intermediate_1/Gelu/Erfc", "Erfc", "everything else"),
+])
+def test_op_classes(name, op_type, expected):
+    assert profile_training_step.op_class(name, op_type) == expected
+
+
+def test_profile_sections_replace_their_own_label_only(tmp_path):
+    path = tmp_path / "profile.md"
+    profile_training_step.write_section("before", "## before\n\nold numbers\n", path)
+    profile_training_step.write_section("after", "## after\n\nfirst try\n", path)
+    profile_training_step.write_section("after", "## after\n\nsecond try\n", path)
+    text = path.read_text()
+    assert "old numbers" in text and "second try" in text and "first try" not in text
+    assert text.index("## before") < text.index("## after")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("MatMul.72", "matmuls"), ("dot.1", "matmuls"), ("multiply_add_fusion.52", "XLA fusions"),
+    ("gather.3", "gathers"), ("bitcast_concatenate_fusion.4", "XLA fusions"),
+    ("copy.9", "everything else")])
+def test_xla_instruction_classes(name, expected):
+    assert profile_training_step.op_class(name, "HLO") == expected
