@@ -25,7 +25,7 @@ import shutil
 
 from absl import flags, logging
 
-from training import runner_flags
+from training import atomic, runner_flags
 
 FLAGS = flags.FLAGS
 
@@ -192,6 +192,7 @@ def main(argv: list[str]) -> None:
     if chief:
         config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
         export_dir = os.path.join(FLAGS.output_dir, "export")
+        atomic.remove_dead_temporaries(export_dir)
         export_google_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"))
         config.to_json_file(os.path.join(export_dir, "bert_config.json"))
         if FLAGS.vocab_file:

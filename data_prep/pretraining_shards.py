@@ -38,6 +38,7 @@ from typing import BinaryIO, Iterator, Sequence
 import numpy as np
 
 from data_prep.text_files import decode_line
+from training.atomic import writer_alive
 
 _BLOCK_BYTES = 1 << 22
 
@@ -268,7 +269,7 @@ def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
             if not match:
                 continue
             path = os.path.join(folder, entry)
-            if _writer_alive(int(match.group(1) or match.group(2)), path):
+            if writer_alive(int(match.group(1) or match.group(2)), path):
                 continue
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
@@ -277,39 +278,6 @@ def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
                     os.remove(path)
             removed.append(path)
     return removed
-
-
-def _writer_alive(pid: int, path: str) -> bool:
-    """Whether process `pid` may still be writing `path` (when unsure: yes)."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        pass
-    except OverflowError:  # not a process ID this system can have
-        return False
-    started = _process_start_time(pid)
-    try:
-        modified = os.lstat(path).st_mtime
-    except FileNotFoundError:
-        return True  # its writer just renamed or removed it: let it be
-    # A process started after the leftover's last change did not write it (reused ID).
-    return started is None or started <= modified + 1.0
-
-
-def _process_start_time(pid: int) -> float | None:
-    """When process `pid` started, in seconds since the epoch, where /proc tells (Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as reader:
-            fields = reader.read().rpartition(")")[2].split()
-        with open("/proc/stat", encoding="ascii") as reader:
-            boot = next(float(line.split()[1]) for line in reader if line.startswith("btime "))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
 
 
 def file_identity(path: str) -> list:

@@ -60,3 +60,40 @@ def test_atomic_path_renames_what_was_written_under_the_temporary_name(tmp_path)
         assert not target.exists()
     assert target.read_bytes() == b"data"
     assert os.listdir(tmp_path) == ["features.npy"]
+
+
+def _dead_pid() -> int:
+    """The ID of a process that has exited."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_dead_writers_temporaries_go_and_live_ones_stay(tmp_path):
+    from training import atomic
+
+    dead = _dead_pid()
+    (tmp_path / f".eval_results.txt.{dead}-0123abcd.partial").write_text("half")
+    (tmp_path / f".bert_model.ckpt.{dead}-89abcdef.partial").mkdir()
+    (tmp_path / f".bert_model.ckpt.{dead}-89abcdef.partial" / "shard").write_text("half")
+    live = [f".eval_results.txt.{os.getpid()}-0123abcd.partial",  # this process: live
+            f".notes.{dead}-0123abcd",  # not a temporary name of ours
+            "eval_results.txt"]
+    for name in live:
+        (tmp_path / name).write_text("kept")
+    removed = atomic.remove_dead_temporaries(tmp_path)
+    assert len(removed) == 2
+    assert sorted(os.listdir(tmp_path)) == sorted(live)
+    assert atomic.remove_dead_temporaries(tmp_path / "missing") == []
+
+
+def test_temporary_folder_is_named_for_its_writer_and_removed_after(tmp_path):
+    from training import atomic
+
+    with atomic.temporary_folder(tmp_path / "bert_model.ckpt") as staging:
+        assert os.path.isdir(staging)
+        assert f".bert_model.ckpt.{os.getpid()}-" in staging
+    assert not os.path.exists(staging)

@@ -46,7 +46,15 @@ def _run(inputs, output_dir, **flags):
 
 
 def test_train_eval_and_outputs(inputs, tmp_path):
+    # What a run killed while writing its results or its export leaves behind.
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    leftovers = [tmp_path / f".eval_results.txt.{child.pid}-0123abcd.partial",
+                 tmp_path / "export" / f".bert_model.ckpt.{child.pid}-0123abcd.partial"]
+    leftovers[1].mkdir(parents=True)
+    leftovers[0].write_text("half")
     result = _run(inputs, tmp_path)
+    assert not any(path.exists() for path in leftovers)
     results = read_eval_results(tmp_path / "eval_results.txt")
     assert set(results) >= {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                             "next_sentence_loss", "global_step", "perplexity"}

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
+import shutil
 from typing import IO, Iterator
 
+from absl import logging
+
 _TEMPORARY_SUFFIX = ".partial"
+# `temporary_name`'s shape: `.<name>.<pid>-<8 hex>.partial`.
+_TEMPORARY = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}" + re.escape(_TEMPORARY_SUFFIX))
 
 
 def temporary_name(path: str | os.PathLike) -> str:
@@ -24,6 +30,86 @@ def temporary_name(path: str | os.PathLike) -> str:
     folder, name = os.path.split(path)
     return os.path.join(folder, f".{name}.{os.getpid()}-{secrets.token_hex(4)}"
                                 f"{_TEMPORARY_SUFFIX}")
+
+
+@contextlib.contextmanager
+def temporary_folder(path: str | os.PathLike) -> Iterator[str]:
+    """A new empty folder under a temporary name beside `path`, removed when the block ends.
+
+    For writers that stage several files and move them into place one by
+    one; the name carries this process' ID, so a rerun can tell a killed
+    writer's folder from a live one's (`remove_dead_temporaries`).
+    """
+    staging = temporary_name(path)
+    os.mkdir(staging)
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_dead_temporaries(folder: str | os.PathLike) -> list[str]:
+    """Removes the temporary files and folders in `folder` whose writing process is gone.
+
+    A writer killed midway (SIGKILL, a lost machine) cannot remove its
+    temporary name; nothing else would. Only names of `temporary_name`'s
+    shape are considered, and only when the process their ID names is not
+    running (or started after the leftover was last changed: a reused ID),
+    so a live writer's file is never touched. Call it from the folder's own
+    writer, on the machine that wrote there. Returns the removed paths.
+    """
+    folder = os.fspath(folder)
+    try:
+        entries = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry)
+        path = os.path.join(folder, entry)
+        if not match or writer_alive(int(match.group(1)), path):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        logging.info("Removed %s, left by a writer that was stopped", path)
+        removed.append(path)
+    return removed
+
+
+def writer_alive(pid: int, path: str) -> bool:
+    """Whether process `pid` may still be writing `path` (when unsure: yes)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        pass
+    except OverflowError:  # not a process ID this system can have
+        return False
+    started = _process_start_time(pid)
+    try:
+        modified = os.lstat(path).st_mtime
+    except FileNotFoundError:
+        return True  # its writer just renamed or removed it: let it be
+    # A process started after the leftover's last change did not write it (reused ID).
+    return started is None or started <= modified + 1.0
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When process `pid` started, in seconds since the epoch, where /proc tells (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as reader:
+            fields = reader.read().rpartition(")")[2].split()
+        with open("/proc/stat", encoding="ascii") as reader:
+            boot = next(float(line.split()[1]) for line in reader if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 @contextlib.contextmanager

@@ -102,6 +102,10 @@ def setup(require: tuple[str, ...] = ("bert_config_file", "vocab_file", "output_
 
     from data_prep.tokenization import FullTokenizer
     from modeling.config import BertConfig
+    from training import atomic, loop
+
+    if "output_dir" in require and loop.is_chief(strategy):
+        atomic.remove_dead_temporaries(FLAGS.output_dir)
 
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     if FLAGS.max_seq_length > config.max_position_embeddings:

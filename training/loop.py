@@ -42,6 +42,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling.checkpoints import training_checkpoint
+from training import atomic
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]
@@ -102,6 +103,7 @@ class Trainer:
         self.checkpoint_dir = checkpoint_dir
         if self.chief:  # the only writer here, and it has not written anything yet
             remove_save_leftovers(checkpoint_dir)
+            atomic.remove_dead_temporaries(checkpoint_dir)
         optimizer.build(model.trainable_variables)
         self.step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)

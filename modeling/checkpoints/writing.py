@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ import tensorflow as tf
 
 from modeling.checkpoints import names
 from modeling.config import BertConfig
+from training import atomic
 
 
 class NamedWeights(tf.Module):
@@ -58,7 +58,7 @@ def export_google_checkpoint(model, prefix: str | os.PathLike) -> str:
     os.makedirs(folder, exist_ok=True)
     variables = model.checkpoint_variables()
     ordered = sorted(variables)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as staging:
+    with atomic.temporary_folder(prefix) as staging:
         staged = os.path.join(staging, os.path.basename(prefix))
         tf.raw_ops.SaveV2(prefix=staged, tensor_names=ordered,
                           shape_and_slices=[""] * len(ordered),
@@ -91,7 +91,8 @@ def export_huggingface(model, folder: str | os.PathLike, config: BertConfig) -> 
     else:
         architecture = "BertModel"
     hf_config.update(model_type="bert", architectures=[architecture])
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    staging = Path(atomic.temporary_name(folder))
+    staging.mkdir()
     try:
         save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
         (staging / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
