@@ -25,7 +25,6 @@ removes those whose process is gone, and leaves those of a live run alone.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import json
@@ -38,7 +37,7 @@ from typing import BinaryIO, Iterator, Sequence
 import numpy as np
 
 from data_prep.text_files import decode_line
-from training.atomic import writer_alive
+from training.atomic import remove_dead_temporaries
 
 _BLOCK_BYTES = 1 << 22
 
@@ -260,23 +259,7 @@ def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
         alternatives = "|".join(re.escape(name) for name in names)
         pattern = re.compile(rf"\.(?:{alternatives})(?:\.complete\.json)?\.partial-(\d+)"
                              rf"|\.(?:{alternatives})\.staging-(\d+)-.+")
-        try:
-            entries = os.listdir(folder)
-        except FileNotFoundError:
-            continue
-        for entry in sorted(entries):
-            match = pattern.fullmatch(entry)
-            if not match:
-                continue
-            path = os.path.join(folder, entry)
-            if writer_alive(int(match.group(1) or match.group(2)), path):
-                continue
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(path)
-            removed.append(path)
+        removed += remove_dead_temporaries(folder, pattern)
     return removed
 
 

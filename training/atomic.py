@@ -48,15 +48,17 @@ def temporary_folder(path: str | os.PathLike) -> Iterator[str]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def remove_dead_temporaries(folder: str | os.PathLike) -> list[str]:
+def remove_dead_temporaries(folder: str | os.PathLike,
+                            pattern: re.Pattern = _TEMPORARY) -> list[str]:
     """Removes the temporary files and folders in `folder` whose writing process is gone.
 
     A writer killed midway (SIGKILL, a lost machine) cannot remove its
-    temporary name; nothing else would. Only names of `temporary_name`'s
-    shape are considered, and only when the process their ID names is not
-    running (or started after the leftover was last changed: a reused ID),
-    so a live writer's file is never touched. Call it from the folder's own
-    writer, on the machine that wrote there. Returns the removed paths.
+    temporary name; nothing else would. Only names that `pattern` matches in
+    full are considered (by default `temporary_name`'s shape; the first group
+    that matched is the writer's process ID), and only when that process is
+    not running (or started after the leftover was last changed: a reused
+    ID), so a live writer's file is never touched. Call it from the folder's
+    own writer, on the machine that wrote there. Returns the removed paths.
     """
     folder = os.fspath(folder)
     try:
@@ -65,9 +67,9 @@ def remove_dead_temporaries(folder: str | os.PathLike) -> list[str]:
         return []
     removed = []
     for entry in entries:
-        match = _TEMPORARY.fullmatch(entry)
+        match = pattern.fullmatch(entry)
         path = os.path.join(folder, entry)
-        if not match or writer_alive(int(match.group(1)), path):
+        if not match or writer_alive(int(next(g for g in match.groups() if g)), path):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
