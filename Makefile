@@ -6,11 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench real-check clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV_PY) -m pip install --quiet --disable-pip-version-check \
 		-r requirements.txt -r requirements-dev.txt
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,10 +26,11 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 # Hugging Face PyTorch peers and references; torch lives only here.
 REF_VENV := .venv-ref
 
-$(BENCH_STAMP): requirements.txt benchmarks/requirements.txt
+$(BENCH_STAMP): requirements.txt benchmarks/requirements.txt pyproject.toml
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		-r benchmarks/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP) $(REF_VENV)/.installed

@@ -19,7 +19,7 @@
    - `run_classifier.py`: Rotten Tomatoes sentiment (SST-2 layout; 1500
      training snippets of the fixed split, the whole 2000-snippet dev set);
    - `run_ner.py`: part-of-speech tagging of real WSJ sentences
-     (`data_prep.wsj_pos`; rate chosen on validation F1, test F1 reported);
+     (`data_prep.corpora.wsj_pos`; rate chosen on validation F1, test F1 reported);
 6. a table of the scores.
 
 Each step runs the real command-line tool, printed before it runs, so the
@@ -42,10 +42,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from data_prep.builtin_corpus import news_sample_path, wikipedia_sample_path
-from data_prep.oanc import oanc_sample_path
-from data_prep.rotten_tomatoes import pretraining_corpus_path, sst2_layout_dir
-from data_prep.wsj_pos import tag_set, wsj_conll_dir
+from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path
+from data_prep.corpora.oanc import oanc_sample_path
+from data_prep.corpora.rotten_tomatoes import pretraining_corpus_path, sst2_layout_dir
+from data_prep.corpora.wsj_pos import tag_set, wsj_conll_dir
 
 VOCAB_SIZE = 8000
 SMALL_BERT = {"hidden_size": 128, "num_hidden_layers": 2,

@@ -67,7 +67,7 @@ def feature_records(texts: list[tuple[str, str | None]], tokenizer, encoder,
     import numpy as np
     import tensorflow as tf
 
-    from data_prep.sentence_pairs import pack
+    from data_prep.text.sentence_pairs import pack
 
     @tf.function(reduce_retracing=True)
     def hidden_states(input_ids, input_mask, segment_ids):
@@ -101,7 +101,7 @@ def feature_records(texts: list[tuple[str, str | None]], tokenizer, encoder,
 
 def read_texts(path: str) -> list[tuple[str, str | None]]:
     """Reads the input file; a line that is not UTF-8 is an error naming file and line."""
-    from data_prep.text_files import read_utf8_lines
+    from data_prep.text.text_files import read_utf8_lines
 
     return [parse_line(line.strip()) for line in read_utf8_lines(path)]
 
@@ -113,7 +113,7 @@ def main(argv: list[str]) -> None:
         if not getattr(FLAGS, name):
             raise app.UsageError(f"--{name} is required")
 
-    from data_prep.tokenization import FullTokenizer
+    from data_prep.text.tokenization import FullTokenizer
     from modeling.checkpoints import load_weights
     from modeling.config import BertConfig
     from modeling.encoder import BertEncoder

@@ -67,7 +67,8 @@ class TaskData:
 
 
 def _load_task(tokenizer) -> TaskData:
-    from data_prep import glue, swag
+    from data_prep.datasets import glue
+    from data_prep.datasets import swag
 
     task = FLAGS.task_name.lower()
     length = FLAGS.max_seq_length
@@ -195,7 +196,7 @@ def _write_sweep_table(rows, chosen) -> None:
 
 
 def _write_submissions(data: TaskData, model) -> None:
-    from data_prep import glue
+    from data_prep.datasets import glue
     from training.cli import write_text_atomically
 
     folder = os.path.join(FLAGS.output_dir, "submission")

@@ -79,7 +79,7 @@ class Split:
 
 
 def _read_split(name: str) -> list:
-    from data_prep.conll import read_conll
+    from data_prep.datasets.conll import read_conll
 
     paths = [os.path.join(FLAGS.data_dir, file) for file in SPLIT_FILES[name]]
     for path in paths:
@@ -203,7 +203,7 @@ def _feature_based(setup, labels: list[str], splits: dict[str, Split]) -> Predic
 def _scores(split: Split, logits: np.ndarray, labels: list[str], scheme: str,
             prefix: str) -> dict[str, float]:
     """Writes the split's predictions in CoNLL layout; returns its conlleval scores."""
-    from data_prep.conll import predictions_to_tags, write_conll_predictions
+    from data_prep.datasets.conll import predictions_to_tags, write_conll_predictions
     from evaluation.ner import entity_scores, token_accuracy
 
     predicted = predictions_to_tags(split.windows, logits, split.sentences, labels)
@@ -245,7 +245,7 @@ def main(argv: list[str]) -> None:
     setup = finetuning.setup()
     if FLAGS.mode == "feature_based":
         check_feature_layers(FLAGS.feature_layers, setup.config.num_hidden_layers)
-    from data_prep.conll import build_windows, detect_scheme, label_list, windows_to_arrays
+    from data_prep.datasets.conll import build_windows, detect_scheme, label_list, windows_to_arrays
     from training import cli
 
     wanted = [name for name, wanted in (("train", FLAGS.do_train), ("valid", FLAGS.do_eval),

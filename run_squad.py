@@ -47,9 +47,9 @@ from absl import flags, logging
 from training import finetuning, runner_flags
 
 if TYPE_CHECKING:
-    from data_prep.squad import SquadExample
-    from data_prep.squad_features import InputFeatures
-    from data_prep.tokenization import FullTokenizer
+    from data_prep.datasets.squad import SquadExample
+    from data_prep.datasets.squad_features import InputFeatures
+    from data_prep.text.tokenization import FullTokenizer
 
 FLAGS = flags.FLAGS
 finetuning.define_flags(max_seq_length=384, learning_rate=3e-5, num_train_epochs=2.0,
@@ -86,8 +86,8 @@ def _check_flags() -> None:
 def _read(path: str, tokenizer: FullTokenizer, is_training: bool
           ) -> tuple[list[SquadExample], list[InputFeatures]]:
     """(examples, windows) of one SQuAD file."""
-    from data_prep.squad import read_squad_examples
-    from data_prep.squad_features import convert_examples_to_features
+    from data_prep.datasets.squad import read_squad_examples
+    from data_prep.datasets.squad_features import convert_examples_to_features
 
     examples, report = read_squad_examples(path, is_training, FLAGS.version_2_with_negative)
     logging.info(report.summary())
@@ -111,7 +111,7 @@ def _read(path: str, tokenizer: FullTokenizer, is_training: bool
 def _predict(model, examples: list[SquadExample], features: list[InputFeatures],
              do_lower_case: bool) -> tuple[dict[str, str], dict[str, float]]:
     """Writes the prediction files; returns (answers, null odds (v2.0)) for scoring."""
-    from data_prep.squad_features import features_to_arrays
+    from data_prep.datasets.squad_features import features_to_arrays
     from evaluation.squad_predictions import (RawResult, compute_predictions,
                                               write_prediction_files)
 
@@ -153,7 +153,7 @@ def main(argv: list[str]) -> None:
     from modeling.task_models import BertSpanModel, span_loss
     from training import cli
 
-    from data_prep.squad_features import features_to_arrays
+    from data_prep.datasets.squad_features import features_to_arrays
 
     if FLAGS.do_train:  # read before the model is built: a bad file fails fast
         train_arrays = features_to_arrays(_read(FLAGS.train_file, setup.tokenizer,

@@ -41,13 +41,13 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
-from data_prep import assets, builtin_corpus  # noqa: E402
+from data_prep.corpora import assets
+from data_prep.corpora import builtin_corpus  # noqa: E402
 
 FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
          "--dupe_factor=5", "--short_seq_prob=0.1", "--random_seed=12345", "--do_lower_case=true"]

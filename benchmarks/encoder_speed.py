@@ -13,12 +13,9 @@ since keras-hub leaves that choice to the user too.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402

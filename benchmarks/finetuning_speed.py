@@ -14,13 +14,10 @@ repeat times a fixed number of steps.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402

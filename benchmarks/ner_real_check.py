@@ -37,8 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 EPOCHS, RATE, BATCH, LENGTH, SEED = 3, 5e-5, 8, 128, 12345
 TORCH_PYTHON = REPO / ".venv-ref" / "bin" / "python"
 
-sys.path.insert(0, str(REPO))
-from data_prep.wsj_pos import read_sentences, tag_set, wsj_conll_dir  # noqa: E402
+from data_prep.corpora.wsj_pos import read_sentences, tag_set, wsj_conll_dir  # noqa: E402
 
 
 def ours(model_dir: Path, data_dir: Path, output: str) -> dict[str, float]:
@@ -137,7 +136,7 @@ def pytorch_fine_tune(model_dir: str, data_dir: str) -> None:
 
 def main() -> None:
     from benchmarks import harness
-    from data_prep.assets import minilm_dir
+    from data_prep.corpora.assets import minilm_dir
 
     model_dir, data_dir = minilm_dir(), wsj_conll_dir()
     with tempfile.TemporaryDirectory() as output:

@@ -1,7 +1,7 @@
 """Real check of run_classifier.py: the real MiniLM weights on real sentiment data, vs PyTorch.
 
 Fine-tunes the real pre-trained MiniLM on the Rotten Tomatoes snippets in
-the SST-2 layout (fixed 8000 / 2000 split, `data_prep.rotten_tomatoes`)
+the SST-2 layout (fixed 8000 / 2000 split, `data_prep.corpora.rotten_tomatoes`)
 three times with the same hyperparameters (2 epochs, learning rate 5e-5,
 batch 32, length 64, warmup 10%): ours from the MiniLM weights, ours from
 random weights, and Hugging Face's PyTorch `BertForSequenceClassification`
@@ -22,11 +22,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from benchmarks import harness  # noqa: E402
-from data_prep.assets import minilm_dir  # noqa: E402
-from data_prep.rotten_tomatoes import sst2_layout_dir  # noqa: E402
+from data_prep.corpora.assets import minilm_dir  # noqa: E402
+from data_prep.corpora.rotten_tomatoes import sst2_layout_dir  # noqa: E402
 
 EPOCHS, RATE, BATCH, LENGTH, SEED = 2, 5e-5, 32, 64, 12345
 TORCH_PYTHON = REPO / ".venv-ref" / "bin" / "python"

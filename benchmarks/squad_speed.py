@@ -27,23 +27,20 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
-from data_prep.assets import minilm_dir  # noqa: E402
-from data_prep.squad import read_squad_examples  # noqa: E402
-from data_prep.squad_features import (convert_examples_to_features,  # noqa: E402
+from data_prep.corpora.assets import minilm_dir  # noqa: E402
+from data_prep.datasets.squad import read_squad_examples  # noqa: E402
+from data_prep.datasets.squad_features import (convert_examples_to_features,  # noqa: E402
                                       features_to_arrays)
-from data_prep.tokenization import FullTokenizer  # noqa: E402
+from data_prep.text.tokenization import FullTokenizer  # noqa: E402
 from evaluation.squad_predictions import RawResult, compute_predictions  # noqa: E402
 from modeling.config import BertConfig  # noqa: E402
 from modeling.task_models import BertSpanModel  # noqa: E402

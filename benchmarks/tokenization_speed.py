@@ -3,7 +3,7 @@
 Both tokenize the same real text (the built-in news and Wikipedia corpora)
 with the same uncased vocabulary (MiniLM's, which is bert-base-uncased's),
 in batches of 1024 lines, without special tokens. Ours produces the
-original FullTokenizer's ids (tests/test_tokenization.py checks that
+original FullTokenizer's ids (tests/data_prep/text/test_tokenization.py checks that
 against recorded output of the original); the lines where the peer's ids
 differ from ours are counted and reported, since a faster tokenizer that
 gives other ids would not be a fair comparison. The peer's `encode_batch`
@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorflow as tf  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
-from data_prep.assets import minilm_dir  # noqa: E402
-from data_prep.builtin_corpus import news_sample_path, wikipedia_sample_path  # noqa: E402
-from data_prep.text_files import read_utf8_lines  # noqa: E402
-from data_prep.tokenization import MAX_CHARS_PER_WORD, FullTokenizer  # noqa: E402
+from data_prep.corpora.assets import minilm_dir  # noqa: E402
+from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path  # noqa: E402
+from data_prep.text.text_files import read_utf8_lines  # noqa: E402
+from data_prep.text.tokenization import MAX_CHARS_PER_WORD, FullTokenizer  # noqa: E402
 
 BATCH_LINES = 1024
 

@@ -43,7 +43,6 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from benchmarks import harness  # noqa: E402
 
@@ -204,7 +203,7 @@ def model_garden(case: dict):
     """The Model Garden's BertPretrainerV2 and a `tf.function` step, as its trainers run it."""
     _tf_worker_setup()
     folder = tempfile.TemporaryDirectory(prefix="model-garden-")  # removed at exit
-    from data_prep import assets
+    from data_prep.corpora import assets
     with zipfile.ZipFile(assets.fetch_package_archive(*MODEL_GARDEN)) as archive:
         archive.extractall(folder.name, [name for name in archive.namelist()
                                          if name.startswith("official/")])

@@ -30,7 +30,7 @@ from typing import Iterator
 from absl import app, flags
 
 from data_prep import create_pretraining_data as local
-from data_prep import pretraining_shards as shards_lib
+from data_prep.pretraining import shards as shards_lib
 
 
 class ChunkToRecords:

@@ -50,10 +50,10 @@ from typing import Callable, Iterable, Iterator, TextIO
 import numpy as np
 from absl import app, flags
 
-from data_prep import pretraining_shards as shards_lib
-from data_prep.pretraining_instances import (InstanceOptions, VocabIds, build_features,
+from data_prep.pretraining import shards as shards_lib
+from data_prep.pretraining.instances import (InstanceOptions, VocabIds, build_features,
                                              chunk_bounds, segment_spans)
-from data_prep.pretraining_records import serialize_examples
+from data_prep.pretraining.records import serialize_examples
 
 _BATCH = 2048  # instances padded, masked and encoded together
 _PROGRESS_SECONDS = 5.0
@@ -194,7 +194,7 @@ def _chunk_runner(settings: Settings) -> Iterator[Callable[[Iterable[_ChunkTask]
         yield lambda tasks: map(_process_chunk, tasks)
         return
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["data_prep.worker_preload"])  # imports TensorFlow
+    context.set_forkserver_preload(["data_prep.pretraining.worker_preload"])  # imports TensorFlow
     pool = context.Pool(
         settings.num_workers, initializer=_start_worker,
         initargs=(settings.vocab_file, settings.do_lower_case))
@@ -247,7 +247,7 @@ def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
 def _tokenizer(vocab_file: str, do_lower_case: bool) -> tuple[object, VocabIds]:
     key = (vocab_file, do_lower_case)
     if key not in _TOKENIZERS:
-        from data_prep.tokenization import PRETRAINING_TOKENS, FullTokenizer
+        from data_prep.text.tokenization import PRETRAINING_TOKENS, FullTokenizer
 
         tokenizer = FullTokenizer(vocab_file, do_lower_case, required_tokens=PRETRAINING_TOKENS)
         tokens = [tokenizer.inv_vocab[i] for i in range(tokenizer.vocab_size)]

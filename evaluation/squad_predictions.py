@@ -39,9 +39,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_prep import normalization
-from data_prep.squad import SquadExample
-from data_prep.squad_features import InputFeatures
+from data_prep.text import normalization
+from data_prep.datasets.squad import SquadExample
+from data_prep.datasets.squad_features import InputFeatures
 from training.atomic import atomic_open
 
 _BATCH = 4096

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, command: str,
     if args.cache_dir:
         cache_root = Path(args.cache_dir)
     else:
-        from data_prep.assets import cache_dir
+        from data_prep.corpora.assets import cache_dir
 
         cache_root = cache_dir() / "experiments"
     tasks = [task for task in args.glue_tasks.split(",") if task]

@@ -109,9 +109,9 @@ class Datasets:
 
 def pretraining_corpus_files() -> list[Path]:
     """The demo's pre-training text: Wikipedia, news, OANC and the fair Rotten Tomatoes text."""
-    from data_prep.builtin_corpus import news_sample_path, wikipedia_sample_path
-    from data_prep.oanc import oanc_sample_path
-    from data_prep.rotten_tomatoes import pretraining_corpus_path
+    from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path
+    from data_prep.corpora.oanc import oanc_sample_path
+    from data_prep.corpora.rotten_tomatoes import pretraining_corpus_path
 
     return [wikipedia_sample_path(), news_sample_path(), oanc_sample_path(),
             pretraining_corpus_path()]
@@ -120,8 +120,8 @@ def pretraining_corpus_files() -> list[Path]:
 def default_datasets(scale: Scale, work_dir: Path, glue_dir: str | None = None,
                      glue_tasks: Sequence[str] = (), squad_dir: str | None = None) -> Datasets:
     """The built-in corpora and tasks (fetched into the cache on first use), plus GLUE folders."""
-    from data_prep.rotten_tomatoes import sst2_layout_dir
-    from data_prep.wsj_pos import wsj_conll_dir
+    from data_prep.corpora.rotten_tomatoes import sst2_layout_dir
+    from data_prep.corpora.wsj_pos import wsj_conll_dir
 
     # The user's folders are checked before anything is fetched.
     glue, squad = glue_datasets(glue_dir, glue_tasks), squad_datasets(squad_dir)
@@ -402,7 +402,7 @@ class GridBuilder:
     def labels(self) -> str:
         """The tag set of all three files (two tags occur only in test), quoted for absl."""
         if self._labels is None:
-            from data_prep.wsj_pos import tag_set
+            from data_prep.corpora.wsj_pos import tag_set
 
             text = io.StringIO()
             csv.writer(text).writerow(tag_set(self.data.tagging.paths[0]))  # one tag is ","

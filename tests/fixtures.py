@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden"
 TINY_CONFIG = {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
                "num_attention_heads": 2, "intermediate_size": 64,
                "max_position_embeddings": 64}

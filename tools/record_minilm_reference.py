@@ -4,7 +4,7 @@ The suite must not need PyTorch, so the reference numbers are computed once
 here and stored under `tests/golden/`:
 
 - `minilm_reference.npz` and `minilm_reference.json`: the real MiniLM
-  checkpoint (see `data_prep.assets.minilm_dir`) run on a few sentences and
+  checkpoint (see `data_prep.corpora.assets.minilm_dir`) run on a few sentences and
   pairs: Hugging Face's token ids, the hidden states after the embeddings, a middle block and the last block, the pooled
   output.
 - `tiny_bert_pretraining/`: a randomly initialized `BertForPreTraining` with
@@ -20,7 +20,6 @@ Run with an environment holding torch==2.13.0 (CPU) and transformers:
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +27,7 @@ import torch
 import transformers
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from data_prep.assets import minilm_dir  # noqa: E402  (standard library only)
+from data_prep.corpora.assets import minilm_dir  # noqa: E402  (standard library only)
 
 GOLDEN = REPO / "tests" / "golden"
 MAX_LENGTH = 24

@@ -100,7 +100,7 @@ def setup(require: tuple[str, ...] = ("bert_config_file", "vocab_file", "output_
         runner_flags.check_output_dir(FLAGS.output_dir)
     strategy = runner_flags.strategy_from_flags()
 
-    from data_prep.tokenization import FullTokenizer
+    from data_prep.text.tokenization import FullTokenizer
     from modeling.config import BertConfig
     from training import atomic, loop
 

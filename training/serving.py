@@ -3,7 +3,7 @@
 Serving systems hand the model text, not WordPiece ids; shipping the
 tokenizer inside the graph means the deployed model cannot drift from the
 tokenization it was trained with. The packing mirrors
-`data_prep.sentence_pairs.pack`: `[CLS] a [SEP] (b [SEP])`, pairs shortened
+`data_prep.text.sentence_pairs.pack`: `[CLS] a [SEP] (b [SEP])`, pairs shortened
 longest-first (tensorflow-text's `ShrinkLongestTrimmer`), zero padding, and
 a second text without tokens packed as a single text.
 Whoever loads it must `import tensorflow_text` first, which registers the

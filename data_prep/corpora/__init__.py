@@ -1,0 +1,1 @@
+"""Real text and labelled data fetched into the cache: samples for the demo, tests, benchmarks and experiments."""

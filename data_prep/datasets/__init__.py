@@ -1,0 +1,1 @@
+"""Fine-tuning datasets: GLUE and SWAG classification, SQuAD, CoNLL token tagging."""

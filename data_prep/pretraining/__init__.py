@@ -1,0 +1,1 @@
+"""Pre-training examples: the original's instance algorithm, masking, records and sharded output."""

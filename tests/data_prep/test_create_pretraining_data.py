@@ -1,0 +1,261 @@
+"""create_pretraining_data end to end: records, shards, workers, reruns, bad inputs."""
+
+import io
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep.pretraining import shards as shards_lib
+from data_prep.create_pretraining_data import Settings, create_pretraining_data
+from data_prep.pretraining.instances import InstanceOptions
+from training.input_pipeline import pretraining_feature_spec
+from tests.fixtures import REPO
+
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "walk", "run", "jump", "blue", "red", "green",
+         "house", "tree", "river", "stone", "light", "night", "day", "sun"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS, "##s", "##ing", "##ed"]
+CLS, SEP = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
+
+
+def write_corpus(path, documents, seed):
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as out:
+        for document in range(documents):
+            for _ in range(rng.randint(1, 12)):
+                words = [rng.choice(WORDS) + rng.choice(["", "", "s", "ing", "ed"])
+                         for _ in range(rng.randint(2, 14))]
+                out.write(" ".join(words) + " .\n")
+            out.write("\n" if document < documents - 1 else "")
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    """Two corpus files (12 documents), an empty file, a document without tokens; and a vocab."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_corpus(folder / "a.txt", 7, seed=1)
+    write_corpus(folder / "b.txt", 5, seed=2)
+    (folder / "c.txt").write_text("", encoding="utf-8")
+    (folder / "d.txt").write_text("\u200b\n", encoding="utf-8")  # a format char: no tokens
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    return folder, vocab
+
+
+def settings_for(corpus, output, **changes):
+    folder, vocab = corpus
+    values = dict(input_patterns=(str(folder / "*.txt"),), output_files=(str(output),),
+                  vocab_file=str(vocab), num_output_shards=3, documents_per_chunk=2,
+                  num_workers=1, options=InstanceOptions(max_seq_length=32,
+                                                         max_predictions_per_seq=5, dupe_factor=3))
+    values.update(changes)
+    return Settings(**values)
+
+
+def read_records(paths, max_seq_length=32, max_predictions=5):
+    spec = pretraining_feature_spec(max_seq_length, max_predictions)
+    return [{name: value.numpy()
+             for name, value in tf.io.parse_single_example(record, spec).items()}
+            for record in tf.data.TFRecordDataset([str(path) for path in paths])]
+
+
+def test_records_shards_and_report(corpus, tmp_path):
+    log = io.StringIO()
+    summary = create_pretraining_data(settings_for(corpus, tmp_path / "out" / "data.tfrecord"), log)
+    shards = sorted((tmp_path / "out").glob("data-*-of-00003.tfrecord"))
+    assert [path.name for path in shards] == [f"data-{i:05d}-of-00003.tfrecord" for i in range(3)]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == sorted(
+        [path.name for path in shards] + [f".{path.name}.complete.json" for path in shards])
+    assert (summary.documents, summary.empty_documents) == (13, 1)
+    assert summary.files_without_documents == [str(corpus[0] / "c.txt")]
+    assert (summary.shards_written, summary.shards_skipped) == (3, 0)
+    assert "instances/s" in log.getvalue() and "ETA" in log.getvalue()
+    records = read_records(shards)
+    assert len(records) == summary.instances > 50
+    for record in records:
+        ids, length = record["input_ids"].copy(), record["input_mask"].sum()
+        used = int(record["masked_lm_weights"].sum())
+        assert used == min(5, max(1, round(length * 0.15)))
+        positions = record["masked_lm_positions"][:used]
+        ids[positions] = record["masked_lm_ids"][:used]  # a random replacement may be [SEP]
+        assert ids[0] == CLS and ids[length - 1] == SEP and (ids[length:] == 0).all()
+        assert (ids[:length] == SEP).sum() == 2 and (ids == CLS).sum() == 1
+        assert (np.diff(positions) > 0).all() and (positions < length).all()
+        assert not set(record["masked_lm_ids"][:used]) & {CLS, SEP}
+        second = record["segment_ids"].astype(bool)
+        assert second[length - 1] and not second[:2].any() and (np.diff(second[:length]) >= 0).all()
+    labels = [record["next_sentence_labels"][0] for record in records]
+    assert 0.3 < np.mean(labels) < 0.7
+
+
+def test_same_bytes_with_one_and_two_workers(corpus, tmp_path):
+    outputs = []
+    for workers in (1, 2):
+        output = tmp_path / f"w{workers}" / "data.tfrecord"
+        create_pretraining_data(settings_for(corpus, output, num_workers=workers), io.StringIO())
+        outputs.append([path.read_bytes() for path in sorted(output.parent.glob("data-*"))])
+    assert outputs[0] == outputs[1] and all(outputs[0])
+
+
+def test_rerun_skips_complete_shards_and_redoes_changed_ones(corpus, tmp_path):
+    output = tmp_path / "out" / "data.tfrecord"
+    create_pretraining_data(settings_for(corpus, output), io.StringIO())
+    shards = sorted(output.parent.glob("data-*"))
+    first = [path.read_bytes() for path in shards]
+    modified = [path.stat().st_mtime_ns for path in shards]
+    again = create_pretraining_data(settings_for(corpus, output), io.StringIO())
+    assert (again.shards_written, again.shards_skipped, again.instances) == (0, 3, 0)
+    assert [path.stat().st_mtime_ns for path in shards] == modified
+    shards[1].unlink()
+    redo = create_pretraining_data(settings_for(corpus, output), io.StringIO())
+    assert (redo.shards_written, redo.shards_skipped) == (1, 2)
+    assert [path.read_bytes() for path in shards] == first
+    reseeded = create_pretraining_data(settings_for(corpus, output, random_seed=7), io.StringIO())
+    assert reseeded.shards_written == 3
+    assert [path.read_bytes() for path in shards] != first
+
+
+def test_rerun_removes_leftovers_of_dead_runs_only(corpus, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        dead, alive = finished.pid, live.pid
+        leftovers = {
+            "dead_shard": folder / f".data-00001-of-00003.tfrecord.partial-{dead}",
+            "dead_marker": folder / f".data-00000-of-00003.tfrecord.complete.json.partial-{dead}",
+            "dead_staging": folder / f".data-00000-of-00003.tfrecord.staging-{dead}-x1y2",
+            "live_shard": folder / f".data-00002-of-00003.tfrecord.partial-{alive}",
+            "live_staging": folder / f".data-00000-of-00003.tfrecord.staging-{alive}-a3b4",
+            "reused_pid": folder / f".data-00000-of-00003.tfrecord.partial-{alive}",
+            "not_ours": folder / f".notes.txt.partial-{dead}",
+        }
+        for name, path in leftovers.items():
+            if "staging" in name:
+                path.mkdir()
+                (path / "chunk-0.tfrecord").write_bytes(b"x" * 100)
+            else:
+                path.write_bytes(b"x" * 100)
+        hour_ago = os.stat(leftovers["reused_pid"]).st_mtime - 3600
+        os.utime(leftovers["reused_pid"], (hour_ago, hour_ago))  # older than process `alive`
+        log = io.StringIO()
+        create_pretraining_data(settings_for(corpus, folder / "data.tfrecord"), log)
+        gone = {name for name, path in leftovers.items() if not path.exists()}
+        assert gone == {"dead_shard", "dead_marker", "dead_staging", "reused_pid"}
+        assert f"Removed {leftovers['dead_shard']}" in log.getvalue()
+        assert (leftovers["live_staging"] / "chunk-0.tfrecord").exists()
+        assert len(list(folder.glob("data-*-of-00003.tfrecord"))) == 3
+    finally:
+        live.kill()
+        live.wait()
+
+
+def run_cli(*flags):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data", *flags],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_cli_ablation_flags(corpus, tmp_path):
+    folder, vocab = corpus
+    output = tmp_path / "out" / "lm.tfrecord"
+    result = run_cli(f"--input_file={folder / 'a.txt'},{folder / 'b*.txt'}",
+                     f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=24",
+                     "--max_predictions_per_seq=4", "--no_nsp", "--masked_lm_prob=0",
+                     "--dupe_factor=2", "--num_workers=1")
+    assert result.returncode == 0, result.stderr
+    assert "wrote" in result.stderr and "from 12 documents to 1 shard" in result.stderr
+    records = read_records([output], 24, 4)
+    assert records
+    for record in records:
+        assert not record["segment_ids"].any() and record["next_sentence_labels"][0] == 0
+        assert not record["masked_lm_weights"].any() and not record["masked_lm_ids"].any()
+        assert (record["input_ids"] == SEP).sum() == 1
+
+
+@pytest.mark.parametrize("case,message", [
+    ("no_match", "matches no files"),
+    ("bad_utf8", "b.txt:3: not valid UTF-8"),
+    ("too_many_predictions", "--max_predictions_per_seq=40 must lie in [0, --max_seq_length=32]"),
+    ("ratios", "--mask_ratios=0.5,0.1,0.1 must be three"),
+])
+def test_cli_errors_exit_nonzero_and_leave_nothing(corpus, tmp_path, case, message):
+    folder, vocab = corpus
+    flags = {"input_file": str(folder / "a.txt"),
+             "output_file": str(tmp_path / "out" / "x.tfrecord"),
+             "vocab_file": str(vocab), "max_seq_length": "32", "num_workers": "1"}
+    if case == "no_match":
+        flags["input_file"] += "," + str(folder / "missing*.txt")
+    elif case == "bad_utf8":
+        (folder / "b.txt").write_bytes(b"good line\nanother\nbad \xff byte\n")
+        flags["input_file"] += "," + str(folder / "b.txt")
+    elif case == "too_many_predictions":
+        flags["max_predictions_per_seq"] = "40"
+    else:
+        flags["mask_ratios"] = "0.5,0.1,0.1"
+    result = run_cli(*(f"--{name}={value}" for name, value in flags.items()))
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_vocab_error_from_the_tokenizer_leaves_nothing(corpus, tmp_path):
+    corpus[1].write_text("\n".join(token for token in VOCAB if token != "[MASK]"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
+        create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"),
+                                io.StringIO())
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_index_splits_documents_at_blank_lines_as_str_strip_sees_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(shards_lib, "_BLOCK_BYTES", 7)  # many blocks, lines cut across them
+    text = ("one two\r\nthree\r\n\r\n \u3000\t\nfour\n\xa0\n\u4e00\u4e8c\n\n\n\x1c\n"
+            "five six seven\nlast")
+    path = tmp_path / "c.txt"
+    path.write_bytes(text.encode("utf-8"))
+    index = shards_lib.index_corpus([str(path)], documents_per_chunk=2)
+    assert [chunk.documents for chunk in index.chunks] == [2, 2]
+    documents = []
+    for chunk in index.chunks:
+        lines, starts = shards_lib.read_chunk_lines(chunk)
+        documents += [lines[start:stop] for start, stop in zip(starts, starts[1:] + [len(lines)])]
+    assert documents == [["one two", "three"], ["four"], ["\u4e00\u4e8c"],
+                         ["five six seven", "last"]]
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_append_file_copies_the_rest_of_the_source_after_the_target(tmp_path, monkeypatch,
+                                                                    kernel_copy):
+    if not kernel_copy:
+        def unsupported(*args):
+            raise OSError(18, "Invalid cross-device link")
+        monkeypatch.setattr(os, "copy_file_range", unsupported)
+    source, target = tmp_path / "staged", tmp_path / "shard"
+    payload = bytes(random.Random(0).getrandbits(8) for _ in range(300_000))
+    source.write_bytes(payload)
+    with open(target, "wb") as shard:
+        shard.write(b"head")
+        shard.flush()
+        with open(source, "rb") as staged:
+            staged.seek(5)
+            shards_lib.append_file(staged, shard)
+        with open(source, "rb") as staged:
+            shards_lib.append_file(staged, shard)
+    assert target.read_bytes() == b"head" + payload[5:] + payload
+
+
+def test_worker_preload_imports_tensorflow_and_leaves_sklearn_importable():
+    check = ("import sys, data_prep.pretraining.worker_preload; "
+             "assert 'tensorflow' in sys.modules and 'sklearn' not in sys.modules; "
+             "import sklearn; print(sklearn.__name__)")
+    result = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "sklearn"

@@ -1,0 +1,360 @@
+"""The ablation driver: one real toy grid end to end, then cache, resumption and reports in-process.
+
+Only the first test starts the real tools (each subprocess imports
+TensorFlow); the others give the driver a fake runner that writes what each
+tool would, so they check the caching and resumption logic in milliseconds.
+"""
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import __main__ as driver
+from experiments import grid, jobs
+from tests.fixtures import REPO
+
+WORDS = ("the cat dog runs walks fast slow red blue green house tree river sun moon sees likes "
+         "old new big small man woman child eats reads book").split()
+
+TOY = grid.Scale(
+    name="toy", vocab_size=1100, max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+    base_model=(2, 32), table6_models=((1, 32),), pretrain_steps=2, pretrain_warmup=1,
+    pretrain_batch=8, pretrain_learning_rate=1e-3, figure_steps=(1, 2),
+    learning_rates=(1e-3, 3e-3),
+    classifier={"max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 8,
+                "num_train_epochs": 1},
+    tagger={"max_seq_length": 32, "train_batch_size": 2, "num_train_epochs": 1},
+    feature_tagger={"learning_rate": 1e-3, "lstm_units": 8, "num_train_epochs": 1},
+    sentiment_train_examples=None, max_eval_steps=2, jit_compile=False)
+
+
+def write_toy_data(root: Path, tagging: bool = True) -> grid.Datasets:
+    """A corpus of random sentences, a 16-line sentiment task and a 3-sentence tagging task."""
+    root.mkdir(parents=True, exist_ok=True)
+    generator = random.Random(0)
+    sentences = [" ".join(generator.choice(WORDS) for _ in range(generator.randint(5, 12)))
+                 + " ." for _ in range(240)]
+    documents = ["\n".join(sentences[start:start + 6]) for start in range(0, 240, 6)]
+    (root / "corpus.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    sentiment = root / "sentiment"
+    sentiment.mkdir(exist_ok=True)
+    good, bad = ("a fine warm film", "great and funny"), ("dull and slow", "a bad mess")
+    for name, count in (("train", 16), ("dev", 8)):
+        rows = [f"{(good if i % 2 else bad)[i // 2 % 2]}\t{i % 2}" for i in range(count)]
+        (sentiment / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n",
+                                               encoding="utf-8")
+    datasets = grid.Datasets(jobs.Dataset("corpus", (root / "corpus.txt",)),
+                             jobs.Dataset("sentiment", (sentiment,)))
+    if not tagging:
+        return datasets
+    tags = root / "tagging"
+    tags.mkdir(exist_ok=True)
+    for name in ("train", "valid", "test"):
+        (tags / f"{name}.txt").write_text("The B-DT\ncat B-NN\nruns B-VBZ\n\nA B-DT\ndog B-NN\n\n",
+                                          encoding="utf-8")
+    return dataclasses.replace(datasets, tagging=jobs.Dataset("tagging", (tags,)))
+
+
+def arguments(tmp_path: Path, table: str, seeds: int = 2) -> list[str]:
+    return [f"--table={table}", f"--cache_dir={tmp_path / 'cache'}",
+            f"--output_dir={tmp_path / 'results'}", f"--seeds={seeds}", "--workers=1"]
+
+
+def run_driver(argv: list[str], runner, scale=TOY, datasets=None) -> Path:
+    return driver.run(driver.parse_args(argv), "python -m experiments " + " ".join(argv),
+                      runner=runner, scale=scale, datasets=datasets)
+
+
+class FakeRunner:
+    """Writes the files each tool would write, with scores that depend on its flags; counts calls.
+
+    `fail_at` (a call number) makes that call leave a partial output and raise,
+    as a crash or Ctrl-C mid-run would; `kill_at` kills the whole process there.
+    """
+
+    def __init__(self, fail_at: int | None = None, kill_at: int | None = None):
+        self.calls: list[list[str]] = []
+        self.fail_at, self.kill_at = fail_at, kill_at
+
+    def __call__(self, arguments, log, environment):
+        self.calls.append(arguments)
+        flags = dict(argument[2:].split("=", 1) for argument in arguments
+                     if argument.startswith("--"))
+        tool = arguments[1] if arguments[0] == "-m" else arguments[0]
+        output = Path(flags.get("output_dir") or Path(flags["output_file"]).parent)
+        output.mkdir(parents=True, exist_ok=True)
+        if len(self.calls) == self.kill_at:
+            (output / "partial").write_text("half")
+            os.kill(os.getpid(), signal.SIGKILL)
+        if len(self.calls) == self.fail_at:
+            (output / "partial").write_text("half")
+            raise KeyboardInterrupt
+        # A number that differs between runs but is the same for the same settings.
+        settings = " ".join(f"{k}={v}" for k, v in sorted(flags.items()) if "/" not in v)
+        score = (sum(map(ord, settings)) % 1000) / 2000 + 0.4
+        if tool == "data_prep.vocab":
+            Path(flags["output_file"]).write_text("\n".join(f"w{i}" for i in range(50)) + "\n")
+        elif tool == "data_prep.create_pretraining_data":
+            Path(flags["output_file"]).write_text("records")
+        elif tool == "run_pretraining.py":
+            if flags.get("do_train") == "true":  # the training loop's progress lines
+                log.write_text("".join(f"step {step}/2  1.00 steps/s  8.0 examples/s  "
+                                       f"loss={score + 2 - step} masked_lm_loss=9.9  ETA 0:00:01\n"
+                                       for step in (1, 2)))
+            (output / "bert_config.json").write_text("{}")
+            (output / "eval_results.txt").write_text(
+                f"masked_lm_accuracy = {score}\nlm_accuracy = {score}\nperplexity = {1 / score}\n")
+            for step in range(1, 3):
+                (output / f"ckpt-{step}.index").write_text("")
+        elif tool == "run_classifier.py":
+            rates = flags["learning_rates"].split(",")
+            lines = ["learning_rate\trestart\tdev_score\tstatus\tchosen"] + [
+                f"{rate}\t{restart}\t{score + 0.01 * restart + 0.1 * index:.4f}\tfinished\t"
+                for index, rate in enumerate(rates)
+                for restart in range(int(flags["num_restarts"]))]
+            (output / "sweep_results.tsv").write_text("\n".join(lines) + "\n")
+            (output / "model.ckpt.data-00000-of-00001").write_bytes(b"weights")
+        elif tool == "run_squad.py":
+            (output / "eval_results.txt").write_text(f"exact_match = 0\nf1 = {100 * score}\n")
+        elif tool == "run_ner.py":
+            (output / "eval_results.txt").write_text(
+                f"eval_f1 = {score}\ntest_f1 = {score - 0.05}\n")
+        else:
+            raise AssertionError(f"unexpected tool {tool}")
+
+
+def test_toy_grid_end_to_end_then_from_the_cache(tmp_path):
+    """The real tools: vocabulary, records, a 2-step pre-training, a fine-tuning sweep."""
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    scale = dataclasses.replace(TOY, tasks=("sentiment",), learning_rates=(1e-3,))
+    argv = arguments(tmp_path, "6", seeds=1)
+    report = run_driver(argv, jobs.subprocess_runner, scale, datasets)
+
+    assert report == tmp_path / "results" / "table6_toy.md"
+    text = report.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| L1/H32/A2 |"))
+    perplexity, sentiment = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    assert float(perplexity) > 1.0
+    assert 0.0 <= float(sentiment.split()[0]) <= 100.0 and sentiment.endswith("(lr 0.001)")
+    assert "python -m experiments --table=6" in text
+    png = tmp_path / "results" / "table6_toy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # A finished grid re-prints from the cache without starting any tool.
+    counting = FakeRunner()
+    report.unlink()
+    run_driver(argv, counting, scale, datasets)
+    assert counting.calls == []
+    assert report.read_text(encoding="utf-8") == text
+
+
+def test_second_run_starts_nothing_and_tables_share_runs(tmp_path):
+    datasets = write_toy_data(tmp_path / "data")
+    first = FakeRunner()
+    run_driver(arguments(tmp_path, "5"), first, datasets=datasets)
+    table5 = grid.GridBuilder(TOY, datasets, 2).table("5")
+    assert len(first.calls) == len(jobs.all_jobs(table5.jobs))
+
+    again = FakeRunner()
+    run_driver(arguments(tmp_path, "5"), again, datasets=datasets)
+    assert again.calls == []
+
+    # Table 8's 80/10/10 row is Table 5's BERT row: its data, pre-training and fine-tunings.
+    table8 = FakeRunner()
+    run_driver(arguments(tmp_path, "8"), table8, datasets=datasets)
+    needed = jobs.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("8").jobs)
+    shared = {job.key for job in needed} & {job.key for job in jobs.all_jobs(table5.jobs)}
+    assert len(shared) >= 5
+    assert len(table8.calls) == len(needed) - len(shared)
+
+
+def test_keys_follow_settings_and_contents_not_paths(tmp_path):
+    one = write_toy_data(tmp_path / "one")
+    two = write_toy_data(tmp_path / "two")
+    keys = [{job.key for job in jobs.all_jobs(grid.GridBuilder(TOY, data, 2).table("5").jobs)}
+            for data in (one, two)]
+    assert keys[0] == keys[1]
+
+    more_steps = dataclasses.replace(TOY, pretrain_steps=3)
+    changed = {job.key for job in jobs.all_jobs(
+        grid.GridBuilder(more_steps, one, 2).table("5").jobs)}
+    assert len(changed & keys[0]) == 4  # the vocabulary and the three sets of records
+    with open(tmp_path / "one" / "corpus.txt", "a", encoding="utf-8") as corpus:
+        corpus.write("one more line .\n")
+    jobs._fingerprint.cache_clear()
+    edited = {job.key for job in jobs.all_jobs(grid.GridBuilder(TOY, one, 2).table("5").jobs)}
+    assert not edited & keys[0]
+
+
+def test_an_interrupted_run_leaves_no_result_and_is_run_again(tmp_path):
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    table = grid.GridBuilder(TOY, datasets, 2).table("5")
+    every = jobs.all_jobs(table.jobs)
+    interrupted = FakeRunner(fail_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        run_driver(arguments(tmp_path, "5"), interrupted, datasets=datasets)
+    cache = jobs.Cache(tmp_path / "cache")
+    # The runs already started beside the failed one finish; nothing after them starts.
+    done = [job for job in every if cache.result(job) is not None]
+    assert len(done) == len(interrupted.calls) - 1 >= 2
+    failed = next(job for job in every if (cache.output(job) / "partial").exists())
+    assert cache.result(failed) is None
+
+    resumed = FakeRunner()
+    run_driver(arguments(tmp_path, "5"), resumed, datasets=datasets)
+    assert len(resumed.calls) == len(every) - len(done)
+    assert not (cache.output(failed) / "partial").exists()  # restarted from a clean folder
+
+
+def test_resumes_after_the_driver_is_killed(tmp_path):
+    """SIGKILL in the middle of the third run; the rerun runs only what has no result."""
+    write_toy_data(tmp_path / "data", tagging=False)
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tests.experiments import test_experiments as t\n"
+        "root = Path(sys.argv[1])\n"
+        "t.run_driver(t.arguments(root, '5'), t.FakeRunner(kill_at=3),\n"
+        "             datasets=t.write_toy_data(root / 'data', tagging=False))\n")
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    every = jobs.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("5").jobs)
+    results = list((tmp_path / "cache" / "runs").glob(f"*/{jobs.RESULT_FILE}"))
+    assert len(results) == 2
+    resumed = FakeRunner()
+    report = run_driver(arguments(tmp_path, "5"), resumed, datasets=datasets)
+    assert len(resumed.calls) == len(every) - 2
+    assert report.is_file()
+
+
+def test_report_puts_the_paper_beside_ours_and_marks_what_does_not_apply(tmp_path):
+    datasets = write_toy_data(tmp_path / "data")
+    report = run_driver(arguments(tmp_path, "5"), FakeRunner(), datasets=datasets)
+    lines = report.read_text(encoding="utf-8").splitlines()
+    header = next(line for line in lines if line.startswith("| variant"))
+    assert header == ("| variant | sentiment (ours) | paper: SST-2 | tagging (ours) |")
+    bert = next(line for line in lines if line.startswith("| BERT (MLM + NSP) |"))
+    cells = [cell.strip() for cell in bert.strip("|").split("|")]
+    # Two restarts at the better rate (the fake gives the second rate +10 points): mean ± std.
+    assert cells[1].endswith("(lr 0.003)") and " ± " in cells[1]
+    assert cells[2] == "92.7"
+    ltr = next(line for line in lines if line.startswith("| LTR & No NSP |"))
+    assert [cell.strip() for cell in ltr.strip("|").split("|")][3] == "n/a"
+    assert (tmp_path / "results" / "table5_toy.png").is_file()
+    # The pre-trainings' loss curves, read from their logs (loss=, not masked_lm_loss=).
+    assert "![table5_toy_pretraining](table5_toy_pretraining.png)" in lines
+    bert = grid.GridBuilder(TOY, datasets, 2).table("5").rows[0].pretraining
+    curve = jobs.Cache(tmp_path / "cache").result(bert)["train_loss"]
+    assert [step for step, _ in curve] == [1, 2] and curve[0][1] - curve[1][1] == pytest.approx(1)
+
+
+def test_figure_runs_every_checkpoint_and_draws_curves(tmp_path):
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    runner = FakeRunner()
+    report = run_driver(arguments(tmp_path, "fig5"), runner, datasets=datasets)
+    checkpoints = [flag for call in runner.calls for flag in call
+                   if flag.startswith("--init_checkpoint=")]
+    # Per objective and step: one evaluation and one fine-tuning sweep.
+    assert sorted(Path(flag).name for flag in checkpoints) == ["ckpt-1"] * 4 + ["ckpt-2"] * 4
+    assert any("--causal=true" in call for call in runner.calls)
+    text = report.read_text(encoding="utf-8")
+    assert "| MLM @ 2 |" in text and "| LTR @ 1 |" in text
+    assert (tmp_path / "results" / "fig5_toy.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fine_tunings_keep_scores_not_weights(tmp_path):
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    run_driver(arguments(tmp_path, "6"), FakeRunner(), datasets=datasets)
+    cache = jobs.Cache(tmp_path / "cache")
+    table = grid.GridBuilder(TOY, datasets, 2).table("6")
+    classifier = next(job for job in table.jobs if job.tool == "run_classifier.py")
+    assert sorted(os.listdir(cache.output(classifier))) == ["sweep_results.tsv"]
+    result = json.loads((cache.folder(classifier) / jobs.RESULT_FILE).read_text())
+    assert len(result["sweep"]) == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--table=5", "--seeds=0"], "--seeds must be positive, got 0"),
+    (["--table=9"], "argument --table: invalid choice: '9'"),
+])
+def test_bad_flags_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        driver.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_glue_folder_is_one_clear_error(tmp_path, capsys, monkeypatch):
+    def no_fetching():
+        raise AssertionError("fetched the corpus before checking --glue_dir")
+
+    monkeypatch.setattr(grid, "pretraining_corpus_files", no_fetching)
+    with pytest.raises(SystemExit) as exit_info:
+        driver.main(["--table=5", f"--cache_dir={tmp_path}",
+                     f"--glue_dir={tmp_path / 'nowhere'}"])
+    assert exit_info.value.code == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("python -m experiments: error: --glue_dir=")
+    assert "no such folder" in error and "\n" not in error
+
+
+def test_glue_folders_become_columns(tmp_path):
+    (tmp_path / "glue" / "MRPC").mkdir(parents=True)
+    (tmp_path / "glue" / "MRPC" / "train.tsv").write_text("x\n")
+    found = grid.glue_datasets(str(tmp_path / "glue"), [])
+    assert [task for task, _ in found] == ["MRPC"]
+    datasets = dataclasses.replace(write_toy_data(tmp_path / "data"), glue=found)
+    table = grid.GridBuilder(TOY, datasets, 1).table("5")
+    assert table.columns == ["sentiment", "tagging", "MRPC"]
+    assert table.rows[0].paper["MRPC"] == 86.7
+    with pytest.raises(OSError, match="has no QNLI/ folder"):
+        grid.glue_datasets(str(tmp_path / "glue"), ["QNLI"])
+
+
+def test_squad_folder_adds_a_column_for_bidirectional_models(tmp_path):
+    squad = tmp_path / "squad"
+    squad.mkdir()
+    with pytest.raises(OSError, match="has no train-v1.1.json"):
+        grid.squad_datasets(str(squad))
+    for name in grid.SQUAD_FILES:
+        (squad / name).write_text('{"data": []}')
+    datasets = dataclasses.replace(write_toy_data(tmp_path / "data", tagging=False),
+                                   squad=grid.squad_datasets(str(squad)))
+    runner = FakeRunner()
+    report = run_driver(arguments(tmp_path, "5"), runner, datasets=datasets)
+    squad_runs = [call for call in runner.calls if call[0] == "run_squad.py"]
+    # Two pre-trained bidirectional models x two rates x two seeds; the LTR rows are n/a.
+    assert len(squad_runs) == 8
+    lines = report.read_text(encoding="utf-8").splitlines()
+    bert = next(line for line in lines if line.startswith("| BERT (MLM + NSP) |"))
+    ltr = next(line for line in lines if line.startswith("| LTR & No NSP |"))
+    assert bert.rstrip(" |").endswith("88.5") and " ± " in bert.split("|")[-3]
+    assert ltr.split("|")[-3].strip() == "n/a"
+
+
+def test_figure_steps_beyond_the_pre_training_are_refused(tmp_path):
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    too_far = dataclasses.replace(TOY, figure_steps=(1, 3))
+    with pytest.raises(ValueError, match="figure_steps must not exceed pretrain_steps"):
+        grid.GridBuilder(too_far, datasets, 1).table("fig5")
+
+
+def test_a_failing_tool_is_one_line_naming_its_log(tmp_path):
+    tool = tmp_path / "tool.py"
+    tool.write_text("import sys\nprint('starting')\nprint('tool.py: error: --x is bad')\n"
+                    "sys.exit(3)\n")
+    log = tmp_path / "log.txt"
+    with pytest.raises(jobs.JobFailed) as failure:
+        jobs.subprocess_runner([str(tool), "--x=1"], log, dict(os.environ))
+    assert str(failure.value) == (f"{tool} exited with status 3 (tool.py: error: --x is bad); "
+                                  f"its log is {log}")

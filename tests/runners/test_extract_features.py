@@ -1,0 +1,113 @@
+"""extract_features.py: input parsing, layer selection, and output equal to the reference."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import extract_features
+from tests.fixtures import REPO
+
+
+
+def test_pair_lines_split_on_the_original_separator():
+    assert extract_features.parse_line("a b ||| c d") == ("a b", "c d")
+    assert extract_features.parse_line("no pair here") == ("no pair here", None)
+    assert extract_features.parse_line("a|||b") == ("a|||b", None)
+
+
+def test_layer_indices_are_checked_against_the_model():
+    assert extract_features.parse_layer_indices("-1,-2", 6) == [-1, -2]
+    assert extract_features.parse_layer_indices("0,5", 6) == [0, 5]
+    with pytest.raises(ValueError, match="out of range"):
+        extract_features.parse_layer_indices("-7", 6)
+    with pytest.raises(ValueError, match="integers"):
+        extract_features.parse_layer_indices("-1,last", 6)
+
+
+GOLDEN = os.path.join(REPO, "tests", "golden")
+
+
+def _run(tmp_path, lines, **flags):
+    from data_prep.corpora.assets import minilm_dir
+
+    folder = minilm_dir()
+    input_file = tmp_path / "input.txt"
+    if isinstance(lines, bytes):
+        input_file.write_bytes(lines)
+    else:
+        input_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    arguments = {"input_file": input_file, "output_file": tmp_path / "out" / "features.jsonl",
+                 "vocab_file": folder / "vocab.txt", "bert_config_file": folder / "config.json",
+                 "init_checkpoint": folder, "max_seq_length": 24, "layers": "-1,-4",
+                 "batch_size": 3}
+    arguments.update(flags)
+    command = [sys.executable, os.path.join(REPO, "extract_features.py")]
+    command += [f"--{name}={value}" for name, value in arguments.items()]
+    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path), \
+        tmp_path / "out" / "features.jsonl"
+
+
+def test_features_equal_pytorch_reference(tmp_path):
+    with open(os.path.join(GOLDEN, "minilm_reference.json"), encoding="utf-8") as reader:
+        texts = json.load(reader)
+    golden = np.load(os.path.join(GOLDEN, "minilm_reference.npz"))
+    lines = [a if b is None else f"{a} ||| {b}" for a, b in zip(texts["text_a"], texts["text_b"])]
+    result, output = _run(tmp_path, lines)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert [record["linex_index"] for record in records] == list(range(len(lines)))
+    recorded = list(golden["hidden_state_layers"])
+    for row, record in enumerate(records):
+        length = int(golden["input_mask"][row].sum())
+        assert len(record["features"]) == length
+        assert record["features"][0]["token"] == "[CLS]"
+        assert record["features"][-1]["token"] == "[SEP]"
+        for position, feature in enumerate(record["features"]):
+            by_index = {layer["index"]: layer["values"] for layer in feature["layers"]}
+            # -1 is the last of 6 blocks, -4 the third (hidden state 3 after the embeddings).
+            for index, hidden_state in ((-1, 6), (-4, 3)):
+                expected = golden["hidden_states"][recorded.index(hidden_state)][row, position]
+                np.testing.assert_allclose(by_index[index], expected, atol=1e-4)
+    assert "loaded 103 tensors" in result.stderr
+    assert not [name for name in os.listdir(output.parent) if name.startswith(".")]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("bad_utf8", "input.txt:2: not valid UTF-8"),
+    ("missing_vocab", "no such file"),
+    ("bad_layers", "out of range"),
+    ("bad_config", "num_attention_heads"),
+])
+def test_bad_inputs_fail_cleanly(tmp_path, case, message):
+    lines, flags = ["fine line", "also fine"], {}
+    if case == "bad_utf8":
+        lines = b"fine line\ncaf\xe9 latin-1\n"
+    elif case == "missing_vocab":
+        flags["vocab_file"] = tmp_path / "nowhere.txt"
+    elif case == "bad_layers":
+        flags["layers"] = "-9"
+    elif case == "bad_config":
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 384,
+                                      "num_hidden_layers": 6, "num_attention_heads": 7,
+                                      "intermediate_size": 1536}))
+        flags["bert_config_file"] = config
+    result, output = _run(tmp_path, lines, **flags)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not output.parent.exists() or not os.listdir(output.parent)
+
+
+def test_checkpoint_of_another_size_is_refused(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 256,
+                                  "num_hidden_layers": 6, "num_attention_heads": 4,
+                                  "intermediate_size": 1024}))
+    result, output = _run(tmp_path, ["a line"], bert_config_file=config)
+    assert result.returncode == 1
+    assert "has shape [30522, 384], the model expects [30522, 256]" in result.stderr
+    assert not output.exists()

@@ -1,0 +1,152 @@
+"""The README's pre-training commands in order, each run starting from the previous one's output.
+
+Text -> records at a short length -> phase 1 -> records at a longer length
+-> phase 2 from phase 1's `--output_dir` -> fine-tuning from phase 2's, and
+features from one of its `ckpt-N` prefixes: the checks are that each run
+reads every weight its predecessor wrote, not only that it runs.
+"""
+
+import json
+import random
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.fixtures import write_tiny_config, REPO
+
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "walk", "run", "jump", "blue", "red", "green",
+         "house", "tree", "river", "stone", "light", "night", "day", "sun", "good", "bad"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS, "##s", "##ing", "##ed"]
+SHORT, LONG = 32, 64  # the paper's 128 and 512, scaled down
+
+
+def _sentences(rng: random.Random, count: int) -> list[str]:
+    return [" ".join(rng.choice(WORDS) + rng.choice(["", "s", "ing", "ed"])
+                     for _ in range(rng.randint(3, 12))) + " ." for _ in range(count)]
+
+
+def _run(script: str, *arguments, **flags) -> str:
+    command = [sys.executable, *script.split(), *arguments]
+    command += [f"--{name}={value}" for name, value in flags.items()]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def _records(folder, corpus, vocab, length: int, predictions: int) -> str:
+    output = folder / f"data{length}" / "wiki.tfrecord"
+    _run("-m data_prep.create_pretraining_data", input_file=corpus, output_file=output,
+         num_output_shards=2, vocab_file=vocab, max_seq_length=length,
+         max_predictions_per_seq=predictions, dupe_factor=2, num_workers=1)
+    return str(output.parent / "wiki-*.tfrecord")  # shards: wiki-00000-of-00002.tfrecord
+
+
+def _pretrain(folder, records, length: int, predictions: int, output, **flags) -> str:
+    return _run("run_pretraining.py", "--do_train", input_file=records,
+                bert_config_file=folder / "bert_config.json", output_dir=output,
+                vocab_file=folder / "vocab.txt", train_batch_size=8, max_seq_length=length,
+                max_predictions_per_seq=predictions, num_train_steps=6, num_warmup_steps=2,
+                learning_rate=1e-3, save_checkpoints_steps=3, log_every=3, **flags)
+
+
+def _loaded(log: str, source) -> int:
+    """How many tensors the run's load report says it took from `source`."""
+    match = re.search(rf"loaded (\d+) tensors from {re.escape(str(source))} \(own format\)", log)
+    assert match, f"no load report for {source} in:\n{log[-3000:]}"
+    return int(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """Runs the two pre-training phases once for the tests below."""
+    folder = tmp_path_factory.mktemp("pipeline")
+    rng = random.Random(0)
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(_sentences(rng, rng.randint(2, 8)))
+                                  for _ in range(40)) + "\n", encoding="utf-8")
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    write_tiny_config(folder / "bert_config.json", vocab_size=len(VOCAB))
+    phase1, phase2 = folder / "phase1", folder / "phase2"
+    _pretrain(folder, _records(folder, corpus, vocab, SHORT, 5), SHORT, 5, phase1)
+    log = _pretrain(folder, _records(folder, corpus, vocab, LONG, 10), LONG, 10, phase2,
+                    init_checkpoint=phase1)
+    return folder, phase1, phase2, log
+
+
+def _checkpoint_variables(folder, model_class: str) -> list[str]:
+    from modeling import encoder, pretrainer
+    from modeling.config import BertConfig
+
+    config = BertConfig.from_json_file(folder / "bert_config.json")
+    model = {"encoder": encoder.BertEncoder, "pretrainer": pretrainer.BertPretrainer}[model_class]
+    return sorted(model(config).checkpoint_variables())
+
+
+def test_phase_two_starts_from_all_of_phase_one(pipeline):
+    folder, phase1, phase2, log = pipeline
+    # Phase 1 ended at step 6; its output folder stands for that checkpoint.
+    assert _loaded(log, phase1 / "ckpt-6") == len(_checkpoint_variables(folder, "pretrainer"))
+    assert "not in the checkpoint" not in log and "not used by the model" not in log
+    assert (phase2 / "ckpt-6.index").exists()
+
+
+def test_fine_tuning_starts_from_phase_two(pipeline, tmp_path):
+    folder, _, phase2, _ = pipeline
+    rng = random.Random(1)
+    data = tmp_path / "SST-2"
+    data.mkdir()
+    rows = [(sentence, index % 2) for index, sentence in enumerate(_sentences(rng, 24))]
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text("sentence\tlabel\n" + "".join(f"{text}\t{label}\n"
+                                                               for text, label in rows))
+    log = _run("run_classifier.py", "--do_train", "--do_eval", "--noexport_saved_model",
+               task_name="SST-2", data_dir=data, vocab_file=folder / "vocab.txt",
+               bert_config_file=folder / "bert_config.json", init_checkpoint=phase2,
+               output_dir=tmp_path / "out", max_seq_length=16, train_batch_size=8,
+               num_train_epochs=1, learning_rate=1e-3)
+    assert _loaded(log, phase2 / "ckpt-6") == len(_checkpoint_variables(folder, "encoder"))
+    # Only the new classifier layer starts from scratch.
+    missing = re.search(r"(\d+) not in the checkpoint, left as initialized: (.*)", log)
+    assert missing and missing.group(1) == "2", log[-3000:]
+    assert all(name.startswith("output_") for name in missing.group(2).split(", "))
+
+
+def test_features_from_a_checkpoint_prefix(pipeline, tmp_path):
+    import tensorflow as tf
+
+    from data_prep.text.sentence_pairs import pack
+    from data_prep.text.tokenization import FullTokenizer
+    from modeling.checkpoints import load_weights
+    from modeling.config import BertConfig
+    from modeling.encoder import BertEncoder
+
+    folder, _, phase2, _ = pipeline
+    prefix = phase2 / "ckpt-3"  # not the newest: a prefix means itself
+    text = "the cat sat on the mat ."
+    (tmp_path / "input.txt").write_text(text + "\n", encoding="utf-8")
+    # Feature extraction masks nothing, so a vocabulary without [MASK] must do.
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join("[unused0]" if token == "[MASK]" else token for token in VOCAB)
+                     + "\n", encoding="utf-8")
+    output = tmp_path / "features.jsonl"
+    _run("extract_features.py", input_file=tmp_path / "input.txt", output_file=output,
+         vocab_file=vocab, bert_config_file=folder / "bert_config.json",
+         init_checkpoint=prefix, layers=-1, max_seq_length=16)
+    features = json.loads(output.read_text(encoding="utf-8"))["features"]
+
+    encoder = BertEncoder(BertConfig.from_json_file(folder / "bert_config.json"))
+    assert not load_weights(encoder, prefix).missing
+    tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
+    packed = pack(tokenizer.tokenize(text), None, 16, tokenizer.vocab)
+    outputs = encoder({"input_ids": tf.constant([packed.input_ids]),
+                       "input_mask": tf.constant([packed.input_mask]),
+                       "segment_ids": tf.constant([packed.segment_ids])}, training=False)
+    expected = outputs["sequence_output"].numpy()[0]
+    assert [feature["token"] for feature in features][:3] == ["[CLS]", "the", "cat"]
+    for position, feature in enumerate(features):
+        np.testing.assert_allclose(feature["layers"][0]["values"], expected[position],
+                                   atol=1e-4, err_msg=feature["token"])

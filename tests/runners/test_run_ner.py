@@ -1,0 +1,162 @@
+"""run_ner.py end to end on tiny CoNLL files: fine-tuning, the cached feature-based mode
+with document context, and the bad inputs a user can make."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.fixtures import write_tiny_config, REPO
+from training.cli import read_eval_results
+
+SCRIPT = os.path.join(REPO, "run_ner.py")
+
+PEOPLE = [["john"], ["mary"], ["peter", "johnson"], ["anna"]]
+PLACES = [["paris"], ["london"], ["new", "york"], ["rome"]]
+ORGANIZATIONS = [["google"], ["siemens"], ["fifa"], ["nato"]]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "john", "mary", "peter", "##son",
+         "anna", "paris", "london", "new", "york", "rome", "google", "siemens", "fifa", "nato",
+         "lives", "in", "works", "for", "visited", "met", "and", "."]
+
+
+def _entity(words: list[str], kind: str) -> list[tuple[str, str]]:
+    return [(word.capitalize(), ("B-" if k == 0 else "I-") + kind)
+            for k, word in enumerate(words)]
+
+
+def _sentence(index: int) -> list[tuple[str, str]]:
+    person, place = PEOPLE[index % 4], PLACES[(index // 2) % 4]
+    organization = ORGANIZATIONS[(index // 3) % 4]
+    shape = index % 3
+    if shape == 0:
+        middle = _entity(person, "PER") + [("lives", "O"), ("in", "O")] + _entity(place, "LOC")
+    elif shape == 1:
+        middle = _entity(person, "PER") + [("works", "O"), ("for", "O")] + \
+            _entity(organization, "ORG")
+    else:
+        middle = _entity(organization, "ORG") + [("met", "O")] + _entity(person, "PER") + \
+            [("in", "O")] + _entity(place, "LOC")
+    return middle + [(".", "O")]
+
+
+def _conll(sentences: list[list[tuple[str, str]]], per_document: int = 4) -> str:
+    lines = []
+    for index, sentence in enumerate(sentences):
+        if index % per_document == 0:
+            lines += ["-DOCSTART- -X- -X- O", ""]
+        lines += [f"{word} NNP B-NP {tag}" for word, tag in sentence] + [""]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ner")
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    write_tiny_config(folder / "bert_config.json", vocab_size=len(VOCAB))
+    data = folder / "data"
+    data.mkdir()
+    train = _conll([_sentence(index) for index in range(24)])
+    (data / "train.txt").write_text(train)
+    (data / "valid.txt").write_text(_conll([_sentence(index) for index in range(24, 32)]))
+    (data / "test.txt").write_text(train)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def checkpoint(assets):
+    """A random 4-block encoder saved as this project's checkpoint (Table 7 needs 4 blocks)."""
+    from modeling.checkpoints import save_checkpoint
+    from modeling.config import BertConfig
+    from modeling.encoder import BertEncoder
+
+    config_path = write_tiny_config(assets / "bert_config_4.json", vocab_size=len(VOCAB),
+                                    num_hidden_layers=4)
+    encoder = BertEncoder(BertConfig.from_json_file(config_path))
+    return config_path, save_checkpoint(encoder, assets / "encoder" / "model.ckpt")
+
+
+def _run(assets, output_dir, data_dir=None, expect=0, **flags):
+    arguments = {"data_dir": data_dir or assets / "data", "vocab_file": assets / "vocab.txt",
+                 "bert_config_file": assets / "bert_config.json", "output_dir": output_dir,
+                 "do_train": True, "do_eval": True, "do_predict": True, "max_seq_length": 32,
+                 "train_batch_size": 8, "learning_rate": 1e-3, "num_train_epochs": 2,
+                 "save_checkpoints_steps": 1000, "log_every": 20}
+    arguments.update(flags)
+    command = [sys.executable, SCRIPT] + [f"--{key}={value}" for key, value in arguments.items()]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == expect, result.stderr[-3000:]
+    return result
+
+
+def test_fine_tuning_learns_the_training_set(assets, tmp_path):
+    _run(assets, tmp_path, num_train_epochs=12)
+    results = read_eval_results(tmp_path / "eval_results.txt")
+    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "test_precision",
+            "test_recall", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG"} <= set(results)
+    assert results["test_f1"] > 0.6  # test.txt is the training file
+    assert results["eval_f1"] > 0.3
+    lines = (tmp_path / "test_predictions.txt").read_text().splitlines()
+    train = (assets / "data" / "train.txt").read_text().splitlines()
+    gold = [line.split()[::3] for line in train if line and not line.startswith("-DOCSTART-")]
+    assert [line.split()[:2] for line in lines if line] == gold
+    assert all(len(line.split()) == 3 for line in lines if line)
+    assert (tmp_path / "model.ckpt.index").exists()
+    assert (tmp_path / "valid_predictions.txt").exists()
+
+
+def test_feature_based_with_document_context_caches_features_once(assets, checkpoint,
+                                                                    tmp_path):
+    config, init_checkpoint = checkpoint
+    cache = tmp_path / "cache"
+    flags = {"mode": "feature_based", "bert_config_file": config,
+             "init_checkpoint": init_checkpoint, "feature_cache_dir": cache,
+             "feature_layers": "concat_last_four", "lstm_units": 16, "num_train_epochs": 20,
+             "learning_rate": 1e-2, "document_context": True}
+    first = _run(assets, tmp_path, **flags)
+    assert "computing concat_last_four features" in first.stderr
+    assert "valid: 8 sentences in 8 windows" in first.stderr
+    files = sorted(os.listdir(cache))
+    assert [name.split("-")[0] for name in files] == ["test", "train", "valid"]
+    assert np.load(cache / files[1], mmap_mode="r").shape == (24, 32, 4 * 32)
+    times = {name: os.stat(cache / name).st_mtime_ns for name in files}
+    trained = read_eval_results(tmp_path / "eval_results.txt")
+    assert trained["test_f1"] > 0.3
+    assert (tmp_path / "feature_tagger.weights.h5").exists()
+
+    # A later run (here: evaluation with the saved tagger) finds every split in the cache.
+    second = _run(assets, tmp_path, **{**flags, "do_train": False})
+    assert len(re.findall(r"reusing cached features", second.stderr)) == 2
+    assert "computing" not in second.stderr
+    assert {name: os.stat(cache / name).st_mtime_ns for name in os.listdir(cache)} == times
+    reloaded = read_eval_results(tmp_path / "eval_results.txt")
+    assert reloaded["eval_f1"] == trained["eval_f1"]
+    assert reloaded["test_f1"] == trained["test_f1"]
+
+
+def _replace_line(text: str, number: int, replacement: str) -> str:
+    lines = text.split("\n")
+    lines[number - 1] = replacement
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("split, change, message", [
+    ("train", lambda text: _replace_line(text, 4, "Lives NNP O"),
+     r"train\.txt:4: 3 columns where the first token line has 4"),
+    ("valid", lambda text: "", r"valid\.txt: no sentences"),
+    ("dev", lambda text: text.replace("B-ORG", "B-MISC", 1),
+     r"dev\.txt:\d+: label 'B-MISC' not seen in training"),
+])
+def test_bad_inputs_exit_1_with_the_place(assets, tmp_path, split, change, message):
+    data = tmp_path / "data"
+    shutil.copytree(assets / "data", data)
+    if split == "dev":  # the other name of the validation file
+        os.rename(data / "valid.txt", data / "dev.txt")
+    path = data / f"{split}.txt"
+    path.write_text(change(path.read_text()))
+    result = _run(assets, tmp_path / "out", data_dir=data, expect=1)
+    assert re.search(r"run_ner\.py: error: .*" + message, result.stderr), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr

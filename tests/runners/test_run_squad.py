@@ -1,0 +1,190 @@
+"""run_squad.py end to end on tiny SQuAD files in the official layout, v1.1 and v2.0.
+
+A tiny random-init BERT is fine-tuned on a handful of questions and asked
+the same questions back: it can only score well by having learned the
+spans, since an untrained model's spans score about 20 F1 here. The
+files follow the real layout (articles, paragraphs, `answer_start`, v2.0's
+`is_impossible` and `plausible_answers`); one context is longer than a
+window, and one answer word is split into WordPieces by the vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.fixtures import write_tiny_config, REPO
+from training.cli import read_eval_results
+
+SCRIPT = os.path.join(REPO, "run_squad.py")
+
+# (context, [(question, answer)]): answers are the first occurrence in the context.
+PARAGRAPHS = [
+    ("The Amazon river flows through Brazil and Peru. It is about 6400 kilometers long, and "
+     "it carries more water than any other river on Earth.",
+     [("Which countries does the Amazon flow through?", "Brazil and Peru"),
+      ("How long is the Amazon river?", "about 6400 kilometers")]),
+    ("Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in physics in 1903 and "
+     "the Nobel Prize in chemistry in 1911.",
+     [("Where was Marie Curie born?", "Warsaw"),
+      ("When did Curie win the prize in chemistry?", "1911"),
+      ("Who won the Nobel Prize in physics in 1903?", "Marie Curie")]),
+    # Longer than one window at --max_seq_length=64: read in two windows.
+    ("The city of Lyon lies where the Rhone and the Saone meet. Its old town is known for "
+     "narrow passages called traboules, which silk workers used to carry cloth through the "
+     "district while staying dry. Today the city is famous for its food, its festival of "
+     "lights in December, and its football club, Olympique Lyonnais.",
+     [("Which rivers meet at Lyon?", "the Rhone and the Saone"),
+      ("What are the narrow passages of Lyon called?", "traboules"),
+      ("When is the festival of lights?", "December"),
+      ("What is the football club of Lyon?", "Olympique Lyonnais")]),
+]
+# SQuAD 2.0 additions: (paragraph index, question, plausible answer).
+IMPOSSIBLE = [(0, "What is the capital of Peru?", "Peru"),
+              (1, "Who painted the Mona Lisa?", "Marie Curie"),
+              (2, "How many people live in Lyon?", "Lyon")]
+SPLIT_WORD, PIECES = "curie", ["cur", "##ie"]  # held in the vocabulary only as WordPieces
+
+
+def _squad(version_2: bool) -> dict:
+    paragraphs = []
+    for index, (context, questions) in enumerate(PARAGRAPHS):
+        qas = []
+        for number, (question, answer) in enumerate(questions):
+            qa = {"id": f"q{index}_{number}", "question": question,
+                  "answers": [{"text": answer, "answer_start": context.index(answer)}]}
+            if version_2:
+                qa["is_impossible"] = False
+            qas.append(qa)
+        if version_2:
+            qas += [{"id": f"q{index}_none{number}", "question": question, "answers": [],
+                     "is_impossible": True, "plausible_answers": [
+                         {"text": answer, "answer_start": context.index(answer)}]}
+                    for number, (paragraph, question, answer) in enumerate(IMPOSSIBLE)
+                    if paragraph == index]
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "v2.0" if version_2 else "1.1",
+            "data": [{"title": "Facts", "paragraphs": paragraphs[:2]},
+                     {"title": "Lyon", "paragraphs": paragraphs[2:]}]}
+
+
+def _vocabulary() -> list[str]:
+    texts = [context for context, _ in PARAGRAPHS]
+    texts += [question for _, questions in PARAGRAPHS for question, _ in questions]
+    texts += [question for _, question, _ in IMPOSSIBLE]
+    words = sorted({word for text in texts for word in re.findall(r"\w+|[^\w\s]", text.lower())})
+    words = [word for word in words if word != SPLIT_WORD] + PIECES
+    return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("squad")
+    vocabulary = _vocabulary()
+    (folder / "vocab.txt").write_text("\n".join(vocabulary) + "\n")
+    write_tiny_config(folder / "bert_config.json", vocab_size=len(vocabulary),
+                      max_position_embeddings=128)
+    for name, version_2 in (("v1.json", False), ("v2.json", True)):
+        (folder / name).write_text(json.dumps(_squad(version_2), indent=1))
+    return folder
+
+
+def _run(assets, output_dir, expect: int = 0, **flags) -> subprocess.CompletedProcess:
+    arguments = {"vocab_file": assets / "vocab.txt",
+                 "bert_config_file": assets / "bert_config.json", "output_dir": output_dir,
+                 "train_file": assets / "v1.json", "predict_file": assets / "v1.json",
+                 "do_train": True, "do_predict": True, "do_eval": True, "max_seq_length": 64,
+                 "doc_stride": 32, "max_query_length": 16, "train_batch_size": 4,
+                 "num_train_epochs": 30, "learning_rate": 1e-3, "log_every": 1000}
+    arguments.update(flags)
+    command = [sys.executable, SCRIPT] + [f"--{key}={value}" for key, value in arguments.items()
+                                          if value is not None]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == expect, result.stderr[-3000:]
+    return result
+
+
+def _question_ids(data: dict) -> set[str]:
+    return {qa["id"] for article in data["data"] for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]}
+
+
+def _read_json(path: os.PathLike) -> dict:
+    with open(path, encoding="utf-8") as reader:
+        return json.load(reader)
+
+
+def test_v1_learns_the_training_questions(assets, tmp_path):
+    result = _run(assets, tmp_path)
+    assert "9 questions read, 0 skipped" in result.stderr
+    assert "9 questions in 13 windows" in result.stderr  # the Lyon context takes two
+    predictions = _read_json(tmp_path / "predictions.json")
+    assert set(predictions) == _question_ids(_squad(False))
+    nbest = _read_json(tmp_path / "nbest_predictions.json")
+    assert set(nbest) == set(predictions)
+    assert all(entries[0]["text"] == predictions[qid] for qid, entries in nbest.items())
+    assert not (tmp_path / "null_odds.json").exists()
+    results = read_eval_results(tmp_path / "eval_results.txt")
+    assert set(results) == {"exact_match", "f1"}
+    assert json.loads(result.stdout) == pytest.approx(results)
+    # An untrained model's spans score about 20 here; memorized ones match most answers.
+    assert results["f1"] >= 60.0, predictions
+    for name in ("model.ckpt.index", "bert_config.json", "vocab.txt"):
+        assert (tmp_path / name).exists()
+
+
+def test_v2_learns_and_the_best_threshold_can_be_fed_back(assets, tmp_path):
+    v2 = assets / "v2.json"
+    trained = tmp_path / "trained"
+    _run(assets, trained, train_file=v2, predict_file=v2, version_2_with_negative=True)
+    ids = _question_ids(_squad(True))
+    predictions = _read_json(trained / "predictions.json")
+    assert set(predictions) == ids
+    assert set(_read_json(trained / "nbest_predictions.json")) == ids
+    null_odds = _read_json(trained / "null_odds.json")
+    assert set(null_odds) == ids
+    assert all(predictions[qid] == "" for qid, odds in null_odds.items() if odds > 0.0)
+    results = read_eval_results(trained / "eval_results.txt")
+    assert {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+            "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh",
+            "best_f1", "best_f1_thresh"} <= set(results)
+    assert results["total"] == 12 and results["NoAns_total"] == 3
+    # An untrained model scores about 20 on both; the null scores are harder to learn.
+    assert results["HasAns_f1"] >= 60.0, predictions
+    assert results["best_f1"] >= max(60.0, results["f1"]), predictions
+
+    # The fine-tuned model.ckpt, loaded without --do_train, scores the same questions alike;
+    # with the threshold found above, its F1 is the best F1 found above.
+    tuned = tmp_path / "tuned"
+    _run(assets, tuned, do_train=False, train_file=None, predict_file=v2,
+         version_2_with_negative=True, init_checkpoint=trained / "model.ckpt",
+         null_score_diff_threshold=repr(results["best_f1_thresh"]))
+    assert _read_json(tuned / "null_odds.json") == null_odds
+    assert read_eval_results(tuned / "eval_results.txt")["f1"] == \
+        pytest.approx(results["best_f1"])
+
+
+def test_bilstm_option_trains_and_predicts(assets, tmp_path):
+    _run(assets, tmp_path, bilstm_units=8, num_train_epochs=0.3, do_eval=False)  # 1 update
+    assert set(_read_json(tmp_path / "predictions.json")) == _question_ids(_squad(False))
+    assert not (tmp_path / "eval_results.txt").exists()
+
+
+def test_malformed_json_names_the_file(assets, tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"data": [{"title": "T", "paragraphs": [}]}')
+    result = _run(assets, tmp_path / "out", expect=1, train_file=broken)
+    assert re.search(rf"run_squad\.py: error: {re.escape(str(broken))}: malformed JSON at "
+                     r"line 1, column \d+", result.stderr)
+    assert "Traceback" not in result.stderr
+
+
+def test_do_train_without_train_file_is_a_clear_error(assets, tmp_path):
+    result = _run(assets, tmp_path, expect=1, train_file=None)
+    assert "run_squad.py: error: --do_train needs --train_file" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,112 @@
+"""training.distribution: strategies from flags, the TPU timeout, precision policies.
+
+Logical CPU devices and a hanging TPU connection must not touch the test
+process' own TensorFlow runtime, so those cases run in subprocesses.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+import tensorflow as tf
+
+from training.distribution import get_strategy, set_precision, tpu_address
+from tests.fixtures import REPO
+
+
+
+def run_python(code: str, timeout: float) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter at the repository root, killed after `timeout`."""
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=REPO)
+    env.pop("TF_CONFIG", None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_one_device_uses_the_cpu_without_gpus():
+    strategy = get_strategy("one_device")
+    assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
+    assert strategy.num_replicas_in_sync == 1
+    assert strategy.extended.worker_devices[0].endswith("CPU:0")
+
+
+def test_unknown_strategy_lists_the_choices():
+    with pytest.raises(ValueError, match="one_device, mirrored, multi_worker_mirrored, tpu"):
+        get_strategy("horovod")
+
+
+def test_more_gpus_than_present_is_an_error():
+    visible = len(tf.config.list_physical_devices("GPU"))
+    with pytest.raises(ValueError, match=f"num_gpus={visible + 1}"):
+        get_strategy("mirrored", num_gpus=visible + 1)
+
+
+def test_mirrored_and_single_worker_over_logical_cpus():
+    result = run_python("""
+        import json, os
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from training.distribution import get_strategy
+        # Collective ops are configured once, before TensorFlow runs any op.
+        os.environ["TF_CONFIG"] = json.dumps(
+            {"cluster": {"worker": ["127.0.0.1:0"]}, "task": {"type": "worker", "index": 0}})
+        worker = get_strategy("multi_worker_mirrored")
+        mirrored = get_strategy("mirrored")
+        total = mirrored.reduce("SUM", mirrored.run(
+            lambda: tf.distribute.get_replica_context().replica_id_in_sync_group + 1), None)
+        print(json.dumps({"replicas": mirrored.num_replicas_in_sync, "total": int(total),
+                          "devices": list(mirrored.extended.worker_devices),
+                          "worker": isinstance(worker, tf.distribute.MultiWorkerMirroredStrategy),
+                          "task": worker.cluster_resolver.task_type}))
+        """, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["replicas"] == 2 and report["total"] == 3
+    assert [device[-5:] for device in report["devices"]] == ["CPU:0", "CPU:1"]
+    assert report["worker"] and report["task"] == "worker"
+
+
+@pytest.mark.parametrize("tpu", ["grpc://127.0.0.1:1", "127.0.0.1:1"])
+def test_unreachable_tpu_times_out_with_a_clear_error(tpu):
+    result = run_python(f"""
+        import time
+        from training.distribution import get_strategy
+        start = time.monotonic()
+        try:
+            get_strategy("tpu", tpu="{tpu}", tpu_timeout_s=3)
+        except TimeoutError as error:
+            print(f"{{time.monotonic() - start:.1f}} {{error}}")
+        """, timeout=90)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seconds, message = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert message.startswith("no TPU answered at grpc://127.0.0.1:1 within 3 s")
+    assert 2.5 < float(seconds) < 20
+
+
+@pytest.mark.parametrize("tpu, address", [
+    ("127.0.0.1:8470", "grpc://127.0.0.1:8470"), ("tpu-host.internal:8470",
+                                                  "grpc://tpu-host.internal:8470"),
+    ("[::1]:8470", "grpc://[::1]:8470"), ("grpc://10.0.0.2:8470", "grpc://10.0.0.2:8470"),
+    ("my-tpu", "my-tpu"), ("local", "local"), (None, None)])
+def test_host_and_port_is_a_grpc_address_not_a_tpu_name(tpu, address):
+    assert tpu_address(tpu) == address
+
+
+def test_set_precision_policies():
+    try:
+        policy = set_precision("mixed_bfloat16")
+        assert (policy.compute_dtype, policy.variable_dtype) == ("bfloat16", "float32")
+        assert keras.layers.Dense(2).dtype_policy.compute_dtype == "bfloat16"
+        assert set_precision("mixed_float16").compute_dtype == "float16"
+        with pytest.raises(ValueError, match="float32, mixed_float16, mixed_bfloat16"):
+            set_precision("float16")
+    finally:
+        set_precision("float32")
+    assert keras.mixed_precision.dtype_policy().name == "float32"

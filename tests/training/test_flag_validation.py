@@ -1,0 +1,146 @@
+"""Flag values that would give a wrong result with exit 0 are refused before any work starts.
+
+The checks run in-process on a fresh `FlagValues`, into which
+`run_pretraining`'s flags and the fine-tuning runners' shared flags are
+defined (absl's global registry cannot hold two runners' flags at once). Only the wiring of the two runners whose own
+checks cannot be reached that way is run as a subprocess.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from training import finetuning, runner_flags
+from tests.fixtures import REPO
+
+
+
+def _pretraining_flags(tmp_path, *arguments: str) -> flags.FlagValues:
+    import run_pretraining
+
+    values = flags.FlagValues()
+    run_pretraining.define_flags(values)
+    values(["run_pretraining.py", "--input_file=records", "--bert_config_file=config.json",
+            f"--output_dir={tmp_path}", *arguments])
+    return values
+
+
+def _check_pretraining(tmp_path, *arguments: str) -> None:
+    import run_pretraining
+
+    run_pretraining._check_flags(_pretraining_flags(tmp_path, *arguments))
+
+
+def _finetuning_flags(*arguments: str) -> flags.FlagValues:
+    values = flags.FlagValues()
+    finetuning.define_flags(flag_values=values)
+    values(["run_classifier.py", "--bert_config_file=config.json", "--vocab_file=vocab.txt",
+            "--output_dir=out", *arguments])
+    return values
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--do_train", "--learning_rate=0"], "--learning_rate must be positive, got 0.0"),
+    (["--do_train", "--learning_rate=-1e-4"], "--learning_rate must be positive"),
+    (["--do_train", "--learning_rate=nan"], "--learning_rate must be positive, got nan"),
+    (["--do_train", "--num_warmup_steps=-1"], "--num_warmup_steps must be 0 or positive"),
+    (["--do_train", "--keep_checkpoint_max=0"], "--keep_checkpoint_max must be positive"),
+    (["--do_train", "--log_every=0"], "--log_every must be positive"),
+    (["--do_train", "--tpu_timeout_s=0"], "--tpu_timeout_s must be positive"),
+    (["--do_train", "--num_gpus=-1"], "--num_gpus must be 0 or positive"),
+    (["--do_train", "--train_batch_size=32", "--gradient_accumulation_steps=3"],
+     "--train_batch_size=32 is not divisible by --gradient_accumulation_steps=3"),
+])
+def test_pretraining_refuses_out_of_range_flags(tmp_path, arguments, message):
+    with pytest.raises(ValueError, match=message.replace("+", r"\+")):
+        _check_pretraining(tmp_path, *arguments)
+
+
+def test_pretraining_eval_alone_needs_weights_to_evaluate(tmp_path):
+    with pytest.raises(ValueError, match=f"--output_dir={tmp_path} holds no checkpoint; pass "
+                                         "--init_checkpoint or --do_train"):
+        _check_pretraining(tmp_path, "--do_eval")
+    _check_pretraining(tmp_path, "--do_eval", "--init_checkpoint=phase1")
+    _check_pretraining(tmp_path, "--do_eval", "--do_train")
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+    (tmp_path / "ckpt-3.index").write_bytes(b"")
+    _check_pretraining(tmp_path, "--do_eval")  # resumes from the run in --output_dir
+
+
+def test_pretraining_accepts_the_defaults_and_zero_warmup(tmp_path):
+    _check_pretraining(tmp_path, "--do_train", "--num_warmup_steps=0",
+                       "--gradient_accumulation_steps=4")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--do_train", "--learning_rate=0"], "--learning_rate must be positive, got 0.0"),
+    (["--do_eval", "--learning_rate=-5e-05"], "--learning_rate must be positive"),
+    (["--do_train", "--num_train_epochs=0"], "--num_train_epochs must be positive, got 0.0"),
+    (["--do_train", "--train_batch_size=32", "--gradient_accumulation_steps=5"],
+     "--train_batch_size=32 is not divisible by --gradient_accumulation_steps=5"),
+    (["--do_train", "--gradient_accumulation_steps=0"],
+     "--gradient_accumulation_steps must be positive"),
+    (["--do_train", "--warmup_proportion=-0.1"], r"--warmup_proportion must be in \[0, 1\]"),
+    (["--do_eval", "--eval_batch_size=0"], "--eval_batch_size must be positive"),
+    (["--do_train", "--save_checkpoints_steps=0"], "--save_checkpoints_steps must be positive"),
+    (["--do_predict", "--cpu_replicas=-2"], "--cpu_replicas must be 0 or positive"),
+])
+def test_finetuning_refuses_out_of_range_flags(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        finetuning.check_flags(_finetuning_flags(*arguments))
+
+
+def test_finetuning_epochs_only_matter_when_training():
+    finetuning.check_flags(_finetuning_flags("--do_eval", "--num_train_epochs=0"))
+    finetuning.check_flags(_finetuning_flags("--do_train", "--train_batch_size=32",
+                                             "--gradient_accumulation_steps=4"))
+
+
+def test_learning_rate_lists_are_checked_element_by_element():
+    assert runner_flags.parse_learning_rates(["5e-5", "3e-5"]) == [5e-5, 3e-5]
+    with pytest.raises(ValueError, match="--learning_rates: every rate must be positive, "
+                                         "got -5e-5"):
+        runner_flags.parse_learning_rates(["5e-5", "-5e-5"])
+    with pytest.raises(ValueError, match="--learning_rates: 'fast' is not a number"):
+        runner_flags.parse_learning_rates(["fast"])
+    with pytest.raises(ValueError, match="every rate must be positive, got inf"):
+        runner_flags.parse_learning_rates(["inf"])
+
+
+def test_output_dir_that_cannot_be_created_names_the_flag(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(OSError, match=f"--output_dir={tmp_path}/file/out: cannot write there"):
+        runner_flags.check_output_dir(str(tmp_path / "file" / "out"))
+    runner_flags.check_output_dir(str(tmp_path / "new" / "out"))
+    assert os.listdir(tmp_path / "new" / "out") == []  # the probe file is gone
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root may write into a read-only folder")
+def test_read_only_output_dir_names_the_flag(tmp_path):
+    folder = tmp_path / "read_only"
+    folder.mkdir(mode=0o555)
+    with pytest.raises(OSError, match=f"--output_dir={folder}: cannot write there"):
+        runner_flags.check_output_dir(str(folder))
+
+
+@pytest.mark.parametrize("script, arguments, message", [
+    ("run_classifier.py", ["--task_name=sst-2", "--learning_rates=5e-5,-5e-5", "--do_train"],
+     "--learning_rates: every rate must be positive, got -5e-5"),
+    ("run_ner.py", ["--learning_rate=0", "--do_train"],
+     "--learning_rate must be positive, got 0.0"),
+    ("run_ner.py", ["--mode=feature_based", "--init_checkpoint=ckpt", "--do_train",
+                    "--num_train_epochs=1.5"],
+     "--mode=feature_based trains whole epochs; got --num_train_epochs=1.5"),
+])
+def test_runners_check_before_reading_anything(tmp_path, script, arguments, message):
+    command = [sys.executable, os.path.join(REPO, script), f"--data_dir={tmp_path}/missing",
+               f"--bert_config_file={tmp_path}/missing.json", f"--vocab_file={tmp_path}/vocab",
+               f"--output_dir={tmp_path}/out", *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert f"{script}: error: {message}" in result.stderr.splitlines()[-1]
+    assert not os.path.exists(tmp_path / "out")

@@ -1,0 +1,55 @@
+"""The SavedModel's in-graph packing gives the inputs training gave: `sentence_pairs.pack`'s."""
+
+import pytest
+import tensorflow as tf
+
+from data_prep.text.sentence_pairs import pack
+from data_prep.text.tokenization import FullTokenizer
+from training.serving import ClassifierServing
+
+KEYS = ("input_ids", "input_mask", "segment_ids")
+LENGTH = 8
+
+
+class _EchoesInputs:
+    """Stands in for the classifier so that the test sees the packed features it is given."""
+
+    weights = []
+
+    def __call__(self, features, training=False):
+        return tf.cast(tf.stack([features[key] for key in KEYS], axis=1), tf.float32)
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory):
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",
+                                "mat", "a", "dog", "##s"]) + "\n", encoding="utf-8")
+    tokenizer = FullTokenizer(str(vocab))  # no [MASK]: serving never inserts one
+    return ClassifierServing(_EchoesInputs(), tokenizer, LENGTH, labels=None), tokenizer
+
+
+def _expected(tokenizer, text_a, text_b):
+    packed = pack(tokenizer.tokenize(text_a),
+                  None if text_b is None else tokenizer.tokenize(text_b), LENGTH,
+                  tokenizer.vocab)
+    return [packed.input_ids, packed.input_mask, packed.segment_ids]
+
+
+def test_pairs_pack_as_in_training(serving):
+    module, tokenizer = serving
+    pairs = [("the cat sat", ""), ("the cat sat", "  "), ("the cat sat on the mat", "a dog"),
+             ("cats", "the dogs sat on the mat"), ("the cat sat on the mat", "")]
+    served = module.serve_pair(tf.constant([a for a, _ in pairs]),
+                               tf.constant([b for _, b in pairs]))["score"].numpy()
+    for row, (text_a, text_b) in enumerate(pairs):
+        assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
+            (text_a, text_b)
+
+
+def test_single_texts_pack_as_in_training(serving):
+    module, tokenizer = serving
+    texts = ["the cat sat", "the cat sat on the mat on the mat", ""]
+    served = module.serve_single(tf.constant(texts))["score"].numpy()
+    for row, text in enumerate(texts):
+        assert served[row].astype(int).tolist() == _expected(tokenizer, text, None), text

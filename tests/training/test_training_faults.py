@@ -1,0 +1,320 @@
+"""Training under faults: divergence stops the run cleanly, kills resume bit for bit, leftovers go.
+
+The kill tests run the real runner in a subprocess that SIGKILLs itself at a
+chosen point (after a step, inside a checkpoint save, between a save and its
+index update), then rerun the same command and compare the final variables
+with an uninterrupted run's, dropout on.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
+from training import loop
+
+PRETRAINING = os.path.join(REPO, "run_pretraining.py")
+
+# Runs a runner script, SIGKILLing it at `point` for step `at`:
+#   step  - at the first loop end at or past that step, before it could be saved;
+#   save  - inside the save of ckpt-<at>: shards written under ckpt-<at>_temp/, not merged;
+#   index - ckpt-<at> written, the `checkpoint` index not yet pointing at it.
+KILLER = """
+import os, runpy, signal, sys
+script, point, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.argv = [script] + sys.argv[4:]
+sys.path.insert(0, os.path.dirname(script))
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if point == "step":
+    from training import loop
+    original = loop.CheckpointEvery.__call__
+    def call(self, step, logs):
+        if step >= at:
+            die()
+        original(self, step, logs)
+    loop.CheckpointEvery.__call__ = call
+elif point == "save":
+    from tensorflow.python.checkpoint import functional_saver
+    merge = functional_saver.gen_io_ops.merge_v2_checkpoints
+    def merge_or_die(prefixes, destination, *args, **kwargs):
+        if os.path.basename(destination.numpy().decode()) == f"ckpt-{at}":
+            die()
+        return merge(prefixes, destination, *args, **kwargs)
+    functional_saver.gen_io_ops.merge_v2_checkpoints = merge_or_die
+elif point == "index":
+    from tensorflow.python.checkpoint import checkpoint_management
+    update = checkpoint_management.update_checkpoint_state_internal
+    def update_or_die(save_dir, model_checkpoint_path, *args, **kwargs):
+        if os.path.basename(model_checkpoint_path) == f"ckpt-{at}":
+            die()
+        return update(save_dir, model_checkpoint_path, *args, **kwargs)
+    checkpoint_management.update_checkpoint_state_internal = update_or_die
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run_killed(script: str, point: str, at: int, arguments: list[str]):
+    """Runs `script` with `arguments`, SIGKILLed at `point` of step `at` (see KILLER)."""
+    result = subprocess.run([sys.executable, "-c", KILLER, script, point, str(at), *arguments],
+                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == -9, f"not killed at {point} {at}: {result.stderr[-3000:]}"
+    return result
+
+
+def checkpoint_values(prefix) -> dict[str, np.ndarray]:
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")}
+
+
+def assert_finite_checkpoints(folder):
+    prefixes = sorted({name.rsplit(".", 1)[0] for name in os.listdir(folder)
+                       if re.fullmatch(r"ckpt-\d+\.index", name)})
+    assert prefixes, f"no checkpoint in {folder}"
+    for prefix in prefixes:
+        for name, value in checkpoint_values(os.path.join(folder, prefix)).items():
+            if np.issubdtype(value.dtype, np.floating):
+                assert np.isfinite(value).all(), f"{prefix}: {name} is not finite"
+    return prefixes
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faults")
+    return (write_pretraining_records(folder / "train.tfrecord", 64),
+            write_tiny_config(folder / "bert_config.json"))
+
+
+def pretraining_arguments(inputs, output_dir, **flags) -> list[str]:
+    records, config = inputs
+    arguments = {"input_file": records, "bert_config_file": config, "output_dir": output_dir,
+                 "do_train": True, "do_eval": True, "train_batch_size": 8,
+                 "max_seq_length": 32, "max_predictions_per_seq": 5, "num_train_steps": 20,
+                 "num_warmup_steps": 2, "learning_rate": 1e-3, "save_checkpoints_steps": 4,
+                 "keep_checkpoint_max": 2, "log_every": 100, "max_eval_steps": 2}
+    arguments.update(flags)
+    return [f"--{key}={value}" for key, value in arguments.items()]
+
+
+def run_pretraining(inputs, output_dir, **flags):
+    return subprocess.run([sys.executable, PRETRAINING,
+                           *pretraining_arguments(inputs, output_dir, **flags)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_absurd_learning_rate_stops_with_the_step_and_last_good_checkpoint(inputs, tmp_path):
+    result = run_pretraining(inputs, tmp_path, learning_rate=1e6, save_checkpoints_steps=2)
+    assert result.returncode == 1, result.stderr[-3000:]
+    error = result.stderr.strip().splitlines()[-1]
+    match = re.fullmatch(r"run_pretraining\.py: error: training diverged at step (\d+): "
+                         r"loss=\S+(, non-finite gradients)?; the last good checkpoint, (\S+), "
+                         r"is kept .*", error)
+    assert match, error
+    step, named = int(match.group(1)), match.group(3)
+    assert 2 < step < 20
+    # The newest checkpoint is the one named, from before the divergence, and all are finite.
+    assert tf.train.latest_checkpoint(str(tmp_path)) == named
+    assert int(named.rsplit("-", 1)[1]) < step
+    assert_finite_checkpoints(tmp_path)
+    assert not (tmp_path / "eval_results.txt").exists()
+    assert not (tmp_path / "export").exists()
+
+
+def test_resuming_with_absurd_rate_keeps_the_good_checkpoint(inputs, tmp_path):
+    good = run_pretraining(inputs, tmp_path, num_train_steps=4, keep_checkpoint_max=1,
+                           do_eval=False)
+    assert good.returncode == 0, good.stderr[-3000:]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+    good_values = checkpoint_values(tmp_path / "ckpt-4")
+
+    bad = run_pretraining(inputs, tmp_path, num_train_steps=40, keep_checkpoint_max=1,
+                          learning_rate=1e6, save_checkpoints_steps=1, do_eval=False)
+    assert bad.returncode == 1, bad.stderr[-3000:]
+    assert "Resuming from" in bad.stderr and "training diverged at step" in bad.stderr
+    kept = tf.train.latest_checkpoint(str(tmp_path))
+    assert f"the last good checkpoint, {kept}, is kept" in bad.stderr
+    assert assert_finite_checkpoints(tmp_path) == [os.path.basename(kept)]
+    if kept.endswith("ckpt-4"):  # diverged on its first step: the checkpoint is untouched
+        assert all(np.array_equal(good_values[name], value)
+                   for name, value in checkpoint_values(kept).items())
+
+
+def test_two_workers_stop_together_at_the_same_step(inputs, tmp_path):
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(f"127.0.0.1:{probe.getsockname()[1]}")
+    command = [sys.executable, PRETRAINING, *pretraining_arguments(
+        inputs, tmp_path, learning_rate=1e6, save_checkpoints_steps=2, iterations_per_loop=3,
+        do_eval=False, distribution_strategy="multi_worker_mirrored")]
+    processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, env=dict(os.environ, TF_CONFIG=json.dumps(
+                                      {"cluster": {"worker": ports},
+                                       "task": {"type": "worker", "index": index}})))
+                 for index in range(2)]
+    try:  # a worker that went on alone would wait in its all-reduce until killed here
+        errors = [process.communicate(timeout=300)[1] for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    assert [process.returncode for process in processes] == [1, 1], errors[0][-3000:]
+    lines = [error.strip().splitlines()[-1] for error in errors]
+    assert lines[0] == lines[1] and "training diverged at step" in lines[0], lines
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    assert latest and f"the last good checkpoint, {latest}, is kept" in lines[0]
+    assert_finite_checkpoints(tmp_path)
+
+
+def test_kills_anywhere_then_rerun_end_bit_identical_with_dropout(inputs, tmp_path):
+    reference = tmp_path / "reference"
+    result = run_pretraining(inputs, reference)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    resumed = tmp_path / "resumed"
+    arguments = pretraining_arguments(inputs, resumed)
+    run_killed(PRETRAINING, "save", 8, arguments)           # dies saving 8, after ckpt-4
+    assert (resumed / "ckpt-8_temp").is_dir() and not (resumed / "ckpt-8.index").exists()
+    assert tf.train.latest_checkpoint(str(resumed)).endswith("ckpt-4")
+    run_killed(PRETRAINING, "step", 6, arguments)           # resumes at 4, dies mid-interval
+    assert not (resumed / "ckpt-8_temp").exists(), "the dead save's leftovers were kept"
+    run_killed(PRETRAINING, "index", 16, arguments)         # resumes at 4; 16 written, unlisted
+    assert (resumed / "ckpt-16.index").exists()
+    assert tf.train.latest_checkpoint(str(resumed)).endswith("ckpt-12")
+    final = subprocess.run([sys.executable, PRETRAINING, *arguments], capture_output=True,
+                           text=True, timeout=300)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert re.search(r"Resuming from .*ckpt-12 at step 12", final.stderr)
+
+    expected, actual = checkpoint_values(reference / "ckpt-20"), checkpoint_values(
+        resumed / "ckpt-20")
+    assert expected.keys() == actual.keys()
+    differing = [name for name in expected if not np.array_equal(expected[name], actual[name])]
+    assert not differing, f"{len(differing)} of {len(expected)} differ: {differing[:5]}"
+    assert ((reference / "eval_results.txt").read_text()
+            == (resumed / "eval_results.txt").read_text())
+    assert not [name for name in os.listdir(resumed) if "_temp" in name or ".tmp" in name]
+
+
+class TinyRegression(keras.Model):
+    """A dropout + dense model with the `checkpoint_variables` the Trainer saves."""
+
+    def __init__(self):
+        super().__init__(name="tiny_regression")
+        self.dropout = keras.layers.Dropout(0.1)
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, features, training=None):
+        return self.dense(self.dropout(features["x"], training=training))
+
+    def checkpoint_variables(self) -> dict:
+        return {"kernel": self.dense.kernel, "bias": self.dense.bias}
+
+
+def _trainer(optimizer, folder, scale: float = 1.0):
+    keras.utils.set_random_seed(0)
+    model = TinyRegression()
+    model({"x": np.zeros((1, 4), "float32")})
+
+    def loss_fn(features, outputs):
+        return {"loss": tf.reduce_mean(tf.square(outputs[:, 0] - features["y"]))}
+
+    trainer = loop.Trainer(model, optimizer, tf.distribute.get_strategy(), loss_fn,
+                           str(folder), max_to_keep=1)
+    rng = np.random.default_rng(0)
+    data = tf.data.Dataset.from_tensor_slices(
+        {"x": rng.normal(size=(32, 4)).astype("float32"),
+         "y": (scale * rng.normal(size=32)).astype("float32")}).repeat().batch(8)
+    return trainer, model, data
+
+
+def test_divergence_inside_a_loop_call_stops_there_and_saves_nothing(tmp_path):
+    trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=1e30), tmp_path)
+    with pytest.raises(loop.TrainingDiverged) as raised:
+        trainer.train(data, 10, steps_per_loop=1,
+                      callbacks=[loop.CheckpointEvery(trainer, 1, 10)])
+    # Step 1's update is finite but huge; step 2's loss overflows.
+    assert raised.value.step == 2 and trainer.step == 2
+    assert raised.value.last_good_checkpoint == os.path.join(str(tmp_path), "ckpt-1")
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-1")
+    assert not (tmp_path / "ckpt-2.index").exists()
+
+    # Inside one compiled call of 5 steps, it stops after step 2 too.
+    trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=1e30), tmp_path / "loop")
+    with pytest.raises(loop.TrainingDiverged, match="no checkpoint was written") as raised:
+        trainer.train(data, 10, steps_per_loop=5)
+    assert raised.value.step == 2 and trainer.step == 2
+
+
+def test_save_refuses_non_finite_values(tmp_path):
+    trainer, model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.1), tmp_path)
+    trainer.save()
+    model.dense.bias.assign([np.nan])
+    with pytest.raises(loop.TrainingDiverged, match="non-finite values"):
+        trainer.save()
+    assert os.path.basename(tf.train.latest_checkpoint(str(tmp_path))) == "ckpt-0"
+    assert_finite_checkpoints(tmp_path)
+
+
+def test_loss_scaling_overflow_steps_are_skipped_not_divergence(tmp_path):
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(learning_rate=0.01),
+                                                    initial_scale=2.0 ** 127)
+    trainer, model, data = _trainer(optimizer, tmp_path, scale=1000.0)
+    before = model.dense.kernel.numpy().copy()
+    trainer.train(data, 30, steps_per_loop=3)
+    assert trainer.step == 30
+    # The scaled gradients overflowed at first (so the scale came down) and training went on.
+    assert float(optimizer.dynamic_scale) < 2.0 ** 120
+    assert np.isfinite(model.dense.kernel.numpy()).all()
+    assert not np.array_equal(before, model.dense.kernel.numpy())
+
+
+def test_dropout_random_state_is_in_the_training_checkpoint(tmp_path):
+    trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+    states = loop.dropout_seed_states(model)
+    assert len(states) == 1
+    trainer.train(data, 3)
+    trainer.save()
+    drawn = states[0].numpy().copy()
+
+    fresh, fresh_model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+    assert fresh.step == 3
+    np.testing.assert_array_equal(loop.dropout_seed_states(fresh_model)[0].numpy(), drawn)
+
+
+def test_start_removes_only_a_dead_saves_temporary_files(tmp_path):
+    (tmp_path / "ckpt-7_temp").mkdir()
+    (tmp_path / "ckpt-7_temp" / "part-00000-of-00001.index").write_text("partial")
+    (tmp_path / f"checkpoint.tmp{'0123456789abcdef' * 2}").write_text("partial")
+    kept = ["ckpt-7_temp.notes", "checkpoint.tmp-mine", "ckpt-3.index", "my_temp"]
+    for name in kept:
+        (tmp_path / name).write_text("not ours")
+    _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
+
+
+def test_checkpoint_without_dropout_state_still_resumes(tmp_path):
+    """Checkpoints written before the dropout state was saved resume, with fresh masks."""
+    from modeling.checkpoints import training_checkpoint
+
+    trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path / "new")
+    trainer.train(data, 3)
+    old_style = training_checkpoint(model, optimizer=trainer.optimizer, step=trainer.step_counter)
+    tf.train.CheckpointManager(old_style, str(tmp_path / "old"), max_to_keep=1).save(3)
+    trained = model.dense.kernel.numpy().copy()
+
+    resumed, resumed_model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.01),
+                                         tmp_path / "old")
+    assert resumed.step == 3
+    np.testing.assert_array_equal(resumed_model.dense.kernel.numpy(), trained)
