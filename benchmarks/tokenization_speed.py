@@ -76,7 +76,7 @@ def main() -> None:
     notes = [f"{len(lines)} lines, {tokens} tokens, batches of {BATCH_LINES} lines; the "
              "compared runs use every core they find.",
              f"lines where the peer's ids differ from ours (= the original's): {differing} of "
-             f"{len(lines)}; DESIGN.md lists where Hugging Face departs from the original."]
+             f"{len(lines)}."]
     report = harness.render_report(
         "Tokenization throughput", __doc__.split("\n\n")[1],
         harness.machine_info(["tensorflow", "tensorflow-text", "tokenizers"]),

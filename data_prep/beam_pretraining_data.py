@@ -7,14 +7,14 @@
 
 It takes every flag of `data_prep.create_pretraining_data` plus `--runner`
 (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...) and
-`--beam_pipeline_options` (passed to Beam as they are). The pipeline is
-the local tool's own per-chunk transform: the corpus is indexed into the
-same chunks (byte ranges of `--documents_per_chunk` documents), each chunk
-becomes its records exactly as in a local worker (same seed per chunk, same
-instances), and Beam writes them to `--num_output_shards` files named
-`<output_file>-SSSSS-of-NNNNN`. The set of records therefore equals the
-local tool's for the same flags; only their order across files differs,
-which training shuffles anyway.
+`--beam_pipeline_options` (passed to Beam as they are). The pipeline maps
+the local tool's per-chunk transform (`data_prep.pretraining.transform`)
+over the same chunks (byte ranges of `--documents_per_chunk` documents):
+each chunk becomes the same records as in a local worker (same seed per
+chunk, same instances), and Beam's TFRecord sink writes them to
+`--num_output_shards` files named `<output_file>-SSSSS-of-NNNNN`. The set of
+records therefore equals the local tool's for the same flags; only their
+order across files differs, which training shuffles anyway.
 
 Input paths must be readable by the Beam workers (shared or cloud storage
 for a distributed runner); the corpus index is built here, once.
@@ -24,37 +24,43 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from typing import Iterator
 
+import apache_beam as beam
 from absl import app, flags
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_prep import create_pretraining_data as local
+from data_prep.create_pretraining_data import define_flags, settings_from_flags
 from data_prep.pretraining import shards as shards_lib
+from data_prep.pretraining import transform
+from data_prep.pretraining.settings import Settings
 
 
-class ChunkToRecords:
-    """Beam DoFn-compatible callable: (chunk index, chunk) -> serialized tf.train.Examples."""
+class ChunkToRecords(beam.DoFn):
+    """(chunk index, chunk) -> its serialized tf.train.Examples; the tokenizer built once per
+    worker, in `setup`, since building it traces TensorFlow graphs."""
 
-    def __init__(self, settings: local.Settings):
+    def __init__(self, settings: Settings):
+        super().__init__()
         self.settings = settings
+        self._tokenizer: transform.PretrainingTokenizer | None = None
 
-    def __call__(self, item: tuple[int, shards_lib.Chunk]) -> Iterator[bytes]:
-        import tensorflow as tf
+    def setup(self) -> None:
+        self._tokenizer = transform.load_tokenizer(self.settings.vocab_file,
+                                                   self.settings.do_lower_case)
 
+    def process(self, item: tuple[int, shards_lib.Chunk]) -> Iterator[bytes]:
         index, chunk = item
-        with tempfile.TemporaryDirectory(prefix="beam-chunk-") as staging:
-            result = local._process_chunk(local._ChunkTask(index, chunk, range(1), staging,
-                                                            self.settings))
-            path, _ = result.files[0]
-            for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
-                yield record
+        lines, document_starts = shards_lib.read_chunk_lines(chunk)
+        records = transform.chunk_records(index, lines, document_starts, self.settings,
+                                          self._tokenizer)
+        for batch in records.batches:
+            yield from batch
 
 
-def build_pipeline(pipeline, settings: local.Settings, output_prefix: str, num_shards: int):
+def build_pipeline(pipeline: beam.Pipeline, settings: Settings, output_prefix: str,
+                   num_shards: int) -> beam.pvalue.PDone:
     """Adds the transform to `pipeline`: corpus chunks -> records -> sharded TFRecord files."""
-    import apache_beam as beam
-
     paths = shards_lib.expand_inputs(settings.input_patterns)
     index = shards_lib.index_corpus(paths, settings.documents_per_chunk)
     if not index.documents:
@@ -62,14 +68,12 @@ def build_pipeline(pipeline, settings: local.Settings, output_prefix: str, num_s
     return (pipeline
             | "Chunks" >> beam.Create(list(enumerate(index.chunks)))
             | "Spread" >> beam.Reshuffle()
-            | "Records" >> beam.FlatMap(ChunkToRecords(settings))
+            | "Records" >> beam.ParDo(ChunkToRecords(settings))
             | "Write" >> beam.io.WriteToTFRecord(output_prefix, num_shards=num_shards))
 
 
-def run(settings: local.Settings, runner: str, pipeline_options: str = "") -> None:
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
+def run(settings: Settings, runner: str, pipeline_options: str = "") -> None:
+    """Runs the pipeline of `settings` on `runner`; raises ValueError/OSError on bad settings."""
     if len(settings.output_files) != 1:
         raise ValueError("--output_file must name one prefix on Beam (use --num_output_shards)")
     if not os.path.isfile(settings.vocab_file):
@@ -84,7 +88,7 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     try:
-        run(local._settings_from_flags(), flags.FLAGS.runner, flags.FLAGS.beam_pipeline_options)
+        run(settings_from_flags(), flags.FLAGS.runner, flags.FLAGS.beam_pipeline_options)
     except (ValueError, OSError) as error:
         print(f"beam_pretraining_data: error: {error}", file=sys.stderr)
         sys.exit(1)
@@ -92,7 +96,7 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    local._define_flags()
+    define_flags()
     flags.DEFINE_string("runner", "DirectRunner", "Beam runner: DirectRunner, DataflowRunner, "
                         "FlinkRunner, SparkRunner, ...")
     flags.DEFINE_string("beam_pipeline_options", "", "Further Beam pipeline options, "

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from data_prep.corpora.assets import cache_dir
 from experiments import grid, jobs, report
 
 PROGRAM = "python -m experiments"
@@ -58,8 +59,6 @@ def run(args: argparse.Namespace, command: str,
     if args.cache_dir:
         cache_root = Path(args.cache_dir)
     else:
-        from data_prep.corpora.assets import cache_dir
-
         cache_root = cache_dir() / "experiments"
     tasks = [task for task in args.glue_tasks.split(",") if task]
     datasets = datasets or grid.default_datasets(scale, cache_root, args.glue_dir, tasks,

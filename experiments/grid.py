@@ -28,7 +28,12 @@ import statistics
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path
+from data_prep.corpora.oanc import oanc_sample_path
+from data_prep.corpora.rotten_tomatoes import pretraining_corpus_path, sst2_layout_dir
+from data_prep.corpora.wsj_pos import tag_set, wsj_conll_dir
 from experiments.jobs import Dataset, Job, Output
+from training.atomic import write_atomically
 
 TABLES = ("5", "6", "7", "8", "fig5")
 GLUE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")
@@ -39,7 +44,6 @@ FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
 @dataclasses.dataclass(frozen=True)
 class Scale:
     """Sizes and budgets of one preset; `tasks` picks the downstream columns."""
-
     name: str
     vocab_size: int
     max_seq_length: int
@@ -99,7 +103,6 @@ SCALES = {
 @dataclasses.dataclass(frozen=True)
 class Datasets:
     """The real data a grid reads; `glue` maps a `run_classifier.py` task name to its folder."""
-
     corpus: Dataset
     sentiment: Dataset | None = None
     tagging: Dataset | None = None
@@ -109,10 +112,6 @@ class Datasets:
 
 def pretraining_corpus_files() -> list[Path]:
     """The demo's pre-training text: Wikipedia, news, OANC and the fair Rotten Tomatoes text."""
-    from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path
-    from data_prep.corpora.oanc import oanc_sample_path
-    from data_prep.corpora.rotten_tomatoes import pretraining_corpus_path
-
     return [wikipedia_sample_path(), news_sample_path(), oanc_sample_path(),
             pretraining_corpus_path()]
 
@@ -120,9 +119,6 @@ def pretraining_corpus_files() -> list[Path]:
 def default_datasets(scale: Scale, work_dir: Path, glue_dir: str | None = None,
                      glue_tasks: Sequence[str] = (), squad_dir: str | None = None) -> Datasets:
     """The built-in corpora and tasks (fetched into the cache on first use), plus GLUE folders."""
-    from data_prep.corpora.rotten_tomatoes import sst2_layout_dir
-    from data_prep.corpora.wsj_pos import wsj_conll_dir
-
     # The user's folders are checked before anything is fetched.
     glue, squad = glue_datasets(glue_dir, glue_tasks), squad_datasets(squad_dir)
     corpus = Dataset("corpus", tuple(pretraining_corpus_files()))
@@ -146,7 +142,6 @@ def sentiment_subset(source: Path, folder: Path, train_examples: int | None) -> 
         target = folder / f"sentiment_{train_examples}"
     if (target / "dev.tsv").is_file():
         return target
-    from training.atomic import write_atomically
 
     lines = (source / "train.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     kept = lines if train_examples is None else lines[:train_examples + 1]
@@ -198,7 +193,6 @@ def squad_datasets(squad_dir: str | None) -> tuple[Dataset, Dataset] | None:
 @dataclasses.dataclass(frozen=True)
 class Score:
     """A cell: mean and standard deviation over seeds (as printed), and how it was chosen."""
-
     mean: float
     std: float
     count: int
@@ -207,7 +201,6 @@ class Score:
 
 class Cell:
     """One number of a table and the jobs it needs."""
-
     jobs: list[Job]
 
     def score(self, results: Mapping[str, dict]) -> Score:
@@ -216,7 +209,6 @@ class Cell:
 
 class SweepCell(Cell):
     """`run_classifier.py` sweep: the rate with the best mean dev score, its restarts' spread."""
-
     def __init__(self, job: Job):
         self.jobs = [job]
 
@@ -233,7 +225,6 @@ class SweepCell(Cell):
 
 class SeedsCell(Cell):
     """Separate runs per (rate, seed): rate chosen on `select`, `report` of its seeds shown."""
-
     def __init__(self, runs: Mapping[float, Sequence[Job]], select: str, report: str,
                  factor: float = 100):
         self.runs, self.select, self.report, self.factor = runs, select, report, factor
@@ -249,7 +240,6 @@ class SeedsCell(Cell):
 
 class MetricCell(Cell):
     """One number from a pre-training evaluation (perplexity, masked-LM accuracy)."""
-
     def __init__(self, job: Job, metrics: Sequence[str], percent: bool = False):
         self.jobs, self.metrics, self.percent = [job], metrics, percent
 
@@ -299,7 +289,6 @@ def model_shape(layers: int, hidden: int) -> dict:
 
 class GridBuilder:
     """Builds the jobs of the tables for one scale, data and seed count."""
-
     def __init__(self, scale: Scale, data: Datasets, seeds: int):
         self.scale, self.data, self.seeds = scale, data, seeds
         self.vocab = Job("-m data_prep.vocab", {"vocab_size": scale.vocab_size,
@@ -402,7 +391,6 @@ class GridBuilder:
     def labels(self) -> str:
         """The tag set of all three files (two tags occur only in test), quoted for absl."""
         if self._labels is None:
-            from data_prep.corpora.wsj_pos import tag_set
 
             text = io.StringIO()
             csv.writer(text).writerow(tag_set(self.data.tagging.paths[0]))  # one tag is ","

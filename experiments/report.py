@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+# Figures are drawn without pyplot, so no display backend or global figure state is involved.
+from matplotlib.figure import Figure
+
 from experiments.grid import Score, Table
 from training.atomic import atomic_path, write_atomically
 
@@ -66,15 +69,10 @@ def markdown(table: Table, results: Mapping[str, dict], scale: str, seeds: int,
 
 def plot(table: Table, results: Mapping[str, dict], path: Path) -> None:
     """The figure's curves (score against steps per objective), or one bar chart per column."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
     row_scores = scores(table, results)
     columns = table.columns
-    figure, axes = pyplot.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.4),
-                                   squeeze=False)
+    figure = Figure(figsize=(4.2 * len(columns), 3.4))
+    axes = figure.subplots(1, len(columns), squeeze=False)
     for axis, column in zip(axes[0], columns):
         if table.figure:
             for series in dict.fromkeys(row.series for row in table.rows):
@@ -94,19 +92,11 @@ def plot(table: Table, results: Mapping[str, dict], path: Path) -> None:
             axis.bar(range(len(names)), means, yerr=spreads, capsize=3)
             axis.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         axis.set_title(column)
-    figure.tight_layout()
-    with atomic_path(path) as temporary:
-        figure.savefig(temporary, format="png", dpi=100)
-    pyplot.close(figure)
+    _save(figure, path)
 
 
 def plot_pretraining(table: Table, results: Mapping[str, dict], path: Path) -> bool:
     """Training loss against steps, one line per pre-training; False when no run logged any."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
     curves = {}
     for row in table.rows:
         job = row.pretraining
@@ -114,17 +104,21 @@ def plot_pretraining(table: Table, results: Mapping[str, dict], path: Path) -> b
             curves[job.key] = (row.series or row.name, results[job.key]["train_loss"])
     if not curves:
         return False
-    figure, axis = pyplot.subplots(figsize=(6, 3.8))
+    figure = Figure(figsize=(6, 3.8))
+    axis = figure.subplots()
     for label, curve in curves.values():
         axis.plot(*zip(*curve), label=label)
     axis.set_xlabel("pre-training steps")
     axis.set_ylabel("training loss (each objective's own)")
     axis.legend(fontsize=8)
+    _save(figure, path)
+    return True
+
+
+def _save(figure: Figure, path: Path) -> None:
     figure.tight_layout()
     with atomic_path(path) as temporary:
         figure.savefig(temporary, format="png", dpi=100)
-    pyplot.close(figure)
-    return True
 
 
 def write_report(table: Table, results: Mapping[str, dict], output_dir: str | os.PathLike,

@@ -1,0 +1,13 @@
+"""BERT in Keras 3: the encoder, its pre-training and task models, and loading them."""
+
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.feature_tagger import FeatureTagger
+from modeling.pretrained import load_config, load_encoder, load_task_model, load_tokenizer
+from modeling.pretrainer import BertPretrainer
+from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
+                                  BertTokenTagger)
+
+__all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
+           "BertPretrainer", "BertSpanModel", "BertTokenTagger", "FeatureTagger", "load_config",
+           "load_encoder", "load_task_model", "load_tokenizer"]

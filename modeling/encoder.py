@@ -24,6 +24,12 @@ class BertEncoder(keras.Model):
     `causal=True` gives the left-to-right model the paper compares against:
     the same network where each position attends only to itself and earlier
     positions.
+
+    `dtype` (a policy name such as "mixed_bfloat16" or a `keras.DTypePolicy`)
+    is handed to every sublayer, since Keras gives nested layers the global
+    policy otherwise; so one model can compute in 16 bits while the rest of
+    the program stays float32. LayerNorm and the attention softmax compute in
+    float32 under every policy.
     """
 
     def __init__(self, config: BertConfig, causal: bool = False,
@@ -38,16 +44,16 @@ class BertEncoder(keras.Model):
         self.embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.max_position_embeddings,
             config.type_vocab_size, config.initializer_range, config.layer_norm_eps,
-            config.hidden_dropout_prob, name="embeddings")
+            config.hidden_dropout_prob, name="embeddings", dtype=self.dtype_policy)
         self.blocks = [
             TransformerBlock(config.hidden_size, config.num_attention_heads,
                              config.intermediate_size, config.hidden_act,
                              config.initializer_range, config.layer_norm_eps,
                              config.hidden_dropout_prob, config.attention_probs_dropout_prob,
-                             name=f"layer_{index}")
+                             name=f"layer_{index}", dtype=self.dtype_policy)
             for index in range(config.num_hidden_layers)]
         self.pooler = keras.layers.Dense(
-            config.hidden_size, activation="tanh", name="pooler",
+            config.hidden_size, activation="tanh", name="pooler", dtype=self.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=config.initializer_range))
         self.build()

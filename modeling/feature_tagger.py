@@ -36,6 +36,7 @@ from typing import Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from modeling.task_models import ENCODER_INPUTS, tagging_loss
@@ -98,8 +99,6 @@ def write_features(encoder, arrays: dict[str, np.ndarray], choice: str, path: st
     about 22 GB) never sit in RAM, and it is renamed into place only when
     complete, so an interrupted run never leaves a cache entry later runs trust.
     """
-    import tensorflow as tf
-
     if not encoder.output_hidden_states:
         raise ValueError("the encoder must be built with output_hidden_states=True")
     check_feature_layers(choice, encoder.config.num_hidden_layers)
@@ -154,6 +153,7 @@ class FeatureBatches(keras.utils.PyDataset):
             self._generator.shuffle(self._order)
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class FeatureTagger(keras.Model):
     """Stacked BiLSTMs over fixed feature vectors, then a linear layer to tag logits.
 
@@ -178,11 +178,12 @@ class FeatureTagger(keras.Model):
         self.lstm_units = lstm_units
         self.num_lstm_layers = num_lstm_layers
         self.dropout_rate = dropout
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.bilstms = [keras.layers.Bidirectional(
-            keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{index}")
+            keras.layers.LSTM(lstm_units, return_sequences=True, dtype=self.dtype_policy),
+            name=f"bilstm_{index}", dtype=self.dtype_policy)
             for index in range(num_lstm_layers)]
-        self.classifier = keras.layers.Dense(num_labels, name="classifier")
+        self.classifier = keras.layers.Dense(num_labels, name="classifier", dtype=self.dtype_policy)
 
     def call(self, inputs: dict, training=None):
         mask = ops.cast(inputs["input_mask"], "bool")

@@ -46,7 +46,8 @@ class _TiedLanguageModelHead(keras.layers.Layer):
         object.__setattr__(self, "_embedding_table", embedding_table)
         self.transform = keras.layers.Dense(
             config.hidden_size, activation=get_activation(config.hidden_act),
-            kernel_initializer=_initializer(config), name="transform_dense")
+            kernel_initializer=_initializer(config), name="transform_dense",
+            dtype=self.dtype_policy)
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_eps, dtype="float32", name="transform_LayerNorm")
         self.build()

@@ -150,14 +150,15 @@ class BertPretrainer(keras.Model):
         super().__init__(**kwargs)
         self.config = config
         self.objective = objective
-        self.encoder = BertEncoder(config, causal=objective == "ltr", name="bert")
+        self.encoder = BertEncoder(config, causal=objective == "ltr", name="bert",
+                                   dtype=self.dtype_policy)
         table = self.encoder.embedding_table
         if objective == "ltr":
-            self.lm_head = LeftToRightLMHead(config, table)
+            self.lm_head = LeftToRightLMHead(config, table, dtype=self.dtype_policy)
         else:
-            self.masked_lm_head = MaskedLMHead(config, table)
+            self.masked_lm_head = MaskedLMHead(config, table, dtype=self.dtype_policy)
         if objective == "mlm_nsp":
-            self.next_sentence_head = NextSentenceHead(config)
+            self.next_sentence_head = NextSentenceHead(config, dtype=self.dtype_policy)
         else:
             # Only the next-sentence loss trains the pooler; freezing it
             # otherwise spares the optimizer variables that never get a gradient.

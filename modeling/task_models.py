@@ -17,17 +17,22 @@ It classifies from the last real token instead, as GPT does with its final
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import keras
 from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead
+from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class OutputProjection(keras.layers.Layer):
     """logits = x . W^T + b with W stored [units, hidden], under a Google-style name."""
 
@@ -36,6 +41,7 @@ class OutputProjection(keras.layers.Layer):
         super().__init__(**kwargs)
         self.units = units
         self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
         self.checkpoint_prefix = checkpoint_prefix
         self.supports_masking = True  # a BiLSTM below hands its padding mask on
         self.output_weights = self.add_weight(
@@ -48,23 +54,61 @@ class OutputProjection(keras.layers.Layer):
     def call(self, hidden):
         weights = ops.cast(self.output_weights, hidden.dtype)
         logits = ops.matmul(hidden, ops.transpose(weights))
-        return ops.cast(logits, "float32") + self.output_bias
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def checkpoint_variables(self) -> dict:
         prefix = f"{self.checkpoint_prefix}/" if self.checkpoint_prefix else ""
         return {f"{prefix}output_weights": self.output_weights,
                 f"{prefix}output_bias": self.output_bias}
 
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units, hidden_size=self.hidden_size,
+                      initializer_range=self.initializer_range,
+                      checkpoint_prefix=self.checkpoint_prefix)
+        return config
+
 
 class _FineTuningModel(keras.Model):
-    """Shared wiring: an encoder named "bert", dropout, and checkpoint names."""
+    """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
+
+    The config holds the BERT hyperparameters as a plain dict plus each
+    subclass's own arguments (`_head_config`), so a `.keras` file rebuilds the
+    same network without pickling a `BertConfig`.
+    """
 
     def __init__(self, config: BertConfig, causal: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         self.causal = causal
-        self.encoder = BertEncoder(config, causal=causal, name="bert")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> "_FineTuningModel":
+        """This model on the encoder (or whole fine-tuned model) saved in `path`.
+
+        `path` is any folder or checkpoint `--init_checkpoint` takes; see
+        `modeling.pretrained.load_task_model` for `kwargs`.
+        """
+        return load_task_model(cls, path, **kwargs)
+
+    def build(self, input_shape=None):
+        # Every weight exists once __init__ returns; a `.keras` reload calls this.
+        self.built = True
+
+    def _head_config(self) -> dict:
+        return {}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(config=self.config.to_dict(), causal=self.causal, **self._head_config())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)
 
     def encode(self, features, training=None) -> dict:
         return self.encoder({key: features[key] for key in ENCODER_INPUTS if key in features},
@@ -77,6 +121,7 @@ class _FineTuningModel(keras.Model):
         return {**self.encoder.checkpoint_variables(), **self.head_variables()}
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertClassifier(_FineTuningModel):
     """Sentence (pair) classification: K logits, or one score for regression (STS-B)."""
 
@@ -91,9 +136,14 @@ class BertClassifier(_FineTuningModel):
         self.num_labels = num_labels
         self.lm_aux_weight = float(lm_aux_weight)
         self.classifier = OutputProjection(num_labels, config.hidden_size,
-                                           config.initializer_range, "", name="classifier")
-        self.lm_head = (LeftToRightLMHead(config, self.encoder.embedding_table)
+                                           config.initializer_range, "", name="classifier",
+                                           dtype=self.dtype_policy)
+        self.lm_head = (LeftToRightLMHead(config, self.encoder.embedding_table,
+                                          dtype=self.dtype_policy)
                         if self.lm_aux_weight else None)
+
+    def _head_config(self) -> dict:
+        return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight}
 
     def call(self, features, training=None):
         encoded = self.encode(features, training)
@@ -115,6 +165,7 @@ class BertClassifier(_FineTuningModel):
         return names
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertMultipleChoice(_FineTuningModel):
     """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]."""
 
@@ -122,7 +173,8 @@ class BertMultipleChoice(_FineTuningModel):
         kwargs.setdefault("name", "bert_multiple_choice")
         super().__init__(config, **kwargs)
         self.scorer = OutputProjection(1, config.hidden_size, config.initializer_range,
-                                       "multiple_choice", name="scorer")
+                                       "multiple_choice", name="scorer",
+                                       dtype=self.dtype_policy)
 
     def call(self, features, training=None):
         shape = ops.shape(features["input_ids"])  # [batch, choices, seq]
@@ -135,6 +187,7 @@ class BertMultipleChoice(_FineTuningModel):
         return self.scorer.checkpoint_variables()
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertSpanModel(_FineTuningModel):
     """SQuAD: start and end logits per position (the paper's vectors S and E).
 
@@ -147,14 +200,17 @@ class BertSpanModel(_FineTuningModel):
         super().__init__(config, **kwargs)
         self.bilstm_units = bilstm_units
         self.bilstm = keras.layers.Bidirectional(
-            keras.layers.LSTM(bilstm_units, return_sequences=True), name="bilstm") \
-            if bilstm_units else None
+            keras.layers.LSTM(bilstm_units, return_sequences=True, dtype=self.dtype_policy),
+            name="bilstm", dtype=self.dtype_policy) if bilstm_units else None
         if self.bilstm is not None:
             self.bilstm.build((None, None, config.hidden_size))
         width = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
-                                     name="span")
+                                     name="span", dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # spans read the sequence output only
+
+    def _head_config(self) -> dict:
+        return {"bilstm_units": self.bilstm_units}
 
     def call(self, features, training=None):
         sequence = self.encode(features, training)["sequence_output"]
@@ -172,6 +228,7 @@ class BertSpanModel(_FineTuningModel):
         return names
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertTokenTagger(_FineTuningModel):
     """Token tagging (NER): K logits at every position, no CRF, as the paper."""
 
@@ -180,8 +237,12 @@ class BertTokenTagger(_FineTuningModel):
         super().__init__(config, **kwargs)
         self.num_labels = num_labels
         self.tagger = OutputProjection(num_labels, config.hidden_size,
-                                       config.initializer_range, "ner", name="tagger")
+                                       config.initializer_range, "ner", name="tagger",
+                                     dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # tags read the sequence output only
+
+    def _head_config(self) -> dict:
+        return {"num_labels": self.num_labels}
 
     def call(self, features, training=None):
         sequence = self.encode(features, training)["sequence_output"]

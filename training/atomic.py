@@ -115,6 +115,26 @@ def _process_start_time(pid: int) -> float | None:
 
 
 @contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[str]:
+    """Yields an empty staging folder to fill; it replaces the folder at `path` if the block succeeds.
+
+    Readers see the old folder or the new one, never a mix of files. A folder
+    cannot be renamed over a non-empty one, so an old folder is first moved
+    aside under a temporary name (a dead writer's leftovers are recognisable
+    by `remove_dead_temporaries`) and removed after the new one is in place.
+    """
+    path = os.path.abspath(os.fspath(path))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with temporary_folder(path) as staging:
+        yield staging
+        old = temporary_name(path)
+        if os.path.lexists(path):
+            os.replace(path, old)
+        os.replace(staging, path)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yields the name of a new empty file to fill; renames it onto `path` if the block succeeds.
 

@@ -1,7 +1,8 @@
 """TFRecord files -> tf.data pipelines with static shapes, sharded per worker and replica.
 
-The pre-training records are the original tools' tf.train.Examples (see
-DESIGN.md); `pretraining_dataset` reads them unchanged. Batches keep a fixed
+The pre-training records are the original tools' tf.train.Examples (their
+schema is `data_prep/pretraining/records.py`'s); `pretraining_dataset` reads
+them unchanged. Batches keep a fixed
 size (`drop_remainder=True`) so every tensor has a static shape, which TPUs
 and XLA need. Integer features are stored as int64 (the only integer type a
 tf.train.Example holds) and cast to int32, what the model's embedding

@@ -1,11 +1,16 @@
-"""Flags that every training runner shares, and the strategy they describe.
+"""Every runner's flags, defined once per group, and their conversion into configs.
 
-Defining them once keeps the names and defaults identical across
-`run_pretraining.py`, `run_classifier.py`, `run_squad.py` and `run_ner.py`.
+The runners define the groups they need, then turn the parsed values into
+the dataclasses of `training.configs` with the `*_from_flags` functions;
+building those configs is the validation, so a bad value is refused with
+the same message whether it came from a flag or from Python. Nothing here
+reads absl's global `FLAGS`: each function takes the `FlagValues` to read,
+which lets tests check the flags in a fresh `FlagValues`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import secrets
@@ -13,69 +18,175 @@ from typing import Iterable, Sequence
 
 from absl import flags
 
-from training.distribution import PRECISIONS, STRATEGIES
+from training.configs import (DistributionConfig, ModelFiles, OptimizationConfig, RunConfig,
+                              check_batch_split, check_fraction, check_non_negative,
+                              check_positive)
+from training.distribution import PRECISIONS, STRATEGIES, set_precision
 
-FLAGS = flags.FLAGS
+
+def define_model_flags(flag_values: flags.FlagValues, lower_case: bool = True) -> None:
+    """The pre-trained model's files; `lower_case=False` for runners that never tokenize."""
+    into = {"flag_values": flag_values}
+    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json.",
+                        **into)
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the checkpoint.", **into)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Google, Hugging Face or own checkpoint (random init when unset).", **into)
+    if lower_case:
+        flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).",
+                          **into)
 
 
-def define_distribution_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines the strategy flags in `flag_values` (tests pass a fresh `FlagValues`)."""
+def define_training_flags(flag_values: flags.FlagValues, max_seq_length: int,
+                          learning_rate: float, train_batch_size: int, log_every: int) -> None:
+    """Output, actions, batching, schedule and checkpoint cadence: the same in every runner."""
+    into = {"flag_values": flag_values}
+    flags.DEFINE_string("output_dir", None, "Checkpoints, logs and results go here.", **into)
+    flags.DEFINE_bool("do_train", False, "Train.", **into)
+    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev / evaluation data.", **into)
+    flags.DEFINE_integer("max_seq_length", max_seq_length, "Packed sequence length.", **into)
+    flags.DEFINE_integer("train_batch_size", train_batch_size,
+                         "Global batch size per optimizer update.", **into)
+    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.", **into)
+    flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.", **into)
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Micro-batches per update; must divide --train_batch_size.", **into)
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Updates between checkpoints.", **into)
+    flags.DEFINE_integer("log_every", log_every,
+                         "Updates between progress lines and TensorBoard points.", **into)
+    flags.DEFINE_integer("random_seed", 12345,
+                         "Seed for input order, dropout and initialization.", **into)
+
+
+def define_finetuning_flags(flag_values: flags.FlagValues, max_seq_length: int = 128,
+                            learning_rate: float = 5e-5, num_train_epochs: float = 3.0,
+                            train_batch_size: int = 32) -> None:
+    """The original fine-tuning runners' shared flags, with each runner's own defaults."""
+    into = {"flag_values": flag_values}
+    define_model_flags(flag_values)
+    define_training_flags(flag_values, max_seq_length, learning_rate, train_batch_size,
+                          log_every=50)
+    flags.DEFINE_bool("do_predict", False, "Predict the test set.", **into)
+    flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", **into)
+    flags.DEFINE_float("num_train_epochs", num_train_epochs, "Passes over the training set.",
+                       **into)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.", **into)
+    define_distribution_flags(flag_values)
+
+
+def define_pretraining_flags(flag_values: flags.FlagValues) -> None:
+    """The original `run_pretraining.py`'s flags plus ours."""
+    into = {"flag_values": flag_values}
+    define_model_flags(flag_values, lower_case=False)
+    define_training_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
+                          train_batch_size=32, log_every=100)
+    flags.DEFINE_string("input_file", None, "TFRecord files: glob or comma-separated globs.",
+                        **into)
+    flags.DEFINE_string("eval_input_file", None,
+                        "Evaluation records (default: --input_file).", **into)
+    flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm", "ltr"],
+                      "Pre-training objective.", **into)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.", **into)
+    flags.DEFINE_integer("num_train_steps", 100000, "Optimizer updates.", **into)
+    flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.", **into)
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (the original) or LAMB.",
+                      **into)
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", **into)
+    flags.DEFINE_integer("iterations_per_loop", 1,
+                         "Steps per tf.function call (steps_per_execution).", **into)
+    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.", **into)
+    define_distribution_flags(flag_values)
+
+
+def define_distribution_flags(flag_values: flags.FlagValues) -> None:
+    """Where training runs and in which precision."""
+    into = {"flag_values": flag_values}
     flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
-                      "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.",
-                      flag_values=flag_values)
-    flags.DEFINE_integer("num_gpus", 0, "GPUs for one_device / mirrored.",
-                         flag_values=flag_values)
+                      "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.", **into)
+    flags.DEFINE_integer("num_gpus", 0, "GPUs for one_device / mirrored.", **into)
     flags.DEFINE_string("tpu", None, "TPU name, or a gRPC address (grpc://host:port or "
-                        "host:port) with --distribution_strategy=tpu; unset on a TPU VM.",
-                        flag_values=flag_values)
+                        "host:port) with --distribution_strategy=tpu; unset on a TPU VM.", **into)
     flags.DEFINE_integer("tpu_timeout_s", 120, "Give up connecting to the TPU after this long.",
-                         flag_values=flag_values)
+                         **into)
     flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical devices, so "
-                         "`mirrored` can be tried without GPUs (testing and debugging).",
-                         flag_values=flag_values)
-    flags.DEFINE_enum("dtype", "float32", list(PRECISIONS), "Compute precision.",
-                      flag_values=flag_values)
-    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.",
-                      flag_values=flag_values)
+                         "`mirrored` can be tried without GPUs (testing and debugging).", **into)
+    flags.DEFINE_enum("dtype", "float32", list(PRECISIONS), "Compute precision.", **into)
+    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.", **into)
 
 
-# Distribution flags whose value must be > 0 or >= 0; checked with each runner's own.
-DISTRIBUTION_POSITIVE = ("tpu_timeout_s",)
-DISTRIBUTION_NON_NEGATIVE = ("num_gpus", "cpu_replicas")
+def check_required(values: flags.FlagValues, names: Iterable[str]) -> None:
+    """Refuses a run without the files it cannot do without, before anything is read."""
+    for name in names:
+        if not values[name].value:
+            raise ValueError(f"--{name} is required")
 
 
 def check_ranges(values: flags.FlagValues, positive: Iterable[str] = (),
                  non_negative: Iterable[str] = (), fractions: Iterable[str] = ()) -> None:
-    """Refuses out-of-range numeric flags before any work starts, naming the flag.
-
-    A zero learning rate, zero epochs or a negative warmup are accepted by
-    the training code and give a run that exits 0 with an untrained or
-    wrong model; they are caught here instead. NaN and infinity fail every
-    check (a float flag parses "nan" and "inf").
-    """
+    """A runner's own numeric flags, with the same messages as the configs' checks."""
     for name in positive:
-        value = values[name].value
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"--{name} must be positive, got {value}")
+        check_positive(name, values[name].value)
     for name in non_negative:
-        value = values[name].value
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"--{name} must be 0 or positive, got {value}")
+        check_non_negative(name, values[name].value)
     for name in fractions:
-        value = values[name].value
-        if not 0 <= value <= 1:
-            raise ValueError(f"--{name} must be in [0, 1], got {value}")
+        check_fraction(name, values[name].value)
 
 
-def check_accumulation(values: flags.FlagValues, batch_flag: str = "train_batch_size",
-                       accumulation_flag: str = "gradient_accumulation_steps") -> None:
-    """Micro-batches must split the batch exactly: a floored split would train on a smaller one."""
-    batch, accumulation = values[batch_flag].value, values[accumulation_flag].value
-    if accumulation < 1:
-        raise ValueError(f"--{accumulation_flag} must be positive, got {accumulation}")
-    if batch % accumulation:
-        raise ValueError(f"--{batch_flag}={batch} is not divisible by "
-                         f"--{accumulation_flag}={accumulation}")
+def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
+    lower_case = values["do_lower_case"].value if "do_lower_case" in values else True
+    return ModelFiles(values.bert_config_file, values.vocab_file, lower_case,
+                      values.init_checkpoint)
+
+
+def run_config_from_flags(values: flags.FlagValues) -> RunConfig:
+    """The run's config; flags a runner does not define keep the config's defaults."""
+    names = [field.name for field in dataclasses.fields(RunConfig)]
+    return RunConfig(**{name: values[name].value for name in names if name in values})
+
+
+def optimization_from_flags(values: flags.FlagValues) -> OptimizationConfig:
+    """Fine-tuning runners train for epochs; pre-training for `--num_train_steps` updates.
+
+    The epochs are only checked when training, since evaluating a fine-tuned
+    model never reads them.
+    """
+    if "num_train_steps" in values:
+        return OptimizationConfig(values.learning_rate, values.optimizer,
+                                  values.gradient_accumulation_steps, values.num_train_steps,
+                                  values.num_warmup_steps, num_train_epochs=None)
+    return OptimizationConfig(values.learning_rate,
+                              gradient_accumulation_steps=values.gradient_accumulation_steps,
+                              num_train_epochs=values.num_train_epochs if values.do_train
+                              else None, warmup_proportion=values.warmup_proportion)
+
+
+def distribution_from_flags(values: flags.FlagValues) -> DistributionConfig:
+    return DistributionConfig(values.distribution_strategy, values.num_gpus, values.tpu,
+                              values.tpu_timeout_s, values.cpu_replicas)
+
+
+def training_configs(values: flags.FlagValues, require: Sequence[str] = (
+        "bert_config_file", "vocab_file", "output_dir")
+        ) -> tuple[ModelFiles, RunConfig, OptimizationConfig, DistributionConfig]:
+    """Every runner's one validation of the shared flags: refuses, or returns the configs."""
+    check_required(values, require)
+    actions = [name for name in ("do_train", "do_eval", "do_predict") if name in values]
+    if not any(values[name].value for name in actions):
+        named = [f"--{name}" for name in actions]
+        listed = ", ".join(named) if len(named) > 2 else " and ".join(named)
+        raise ValueError(f"at least one of {listed} must be set")
+    run = run_config_from_flags(values)
+    optimization = optimization_from_flags(values)
+    distribution = distribution_from_flags(values)
+    check_batch_split(run, optimization)
+    return model_files_from_flags(values), run, optimization, distribution
+
+
+def strategy_from_flags(values: flags.FlagValues):
+    """The strategy and precision policy the flags ask for; call before any other TF work."""
+    strategy = distribution_from_flags(values).strategy()
+    set_precision(values.dtype)
+    return strategy
 
 
 def parse_learning_rates(rates: Sequence[str], flag: str = "learning_rates") -> list[float]:
@@ -108,24 +219,3 @@ def check_output_dir(path: str, flag: str = "output_dir") -> None:
     except OSError as error:
         raise OSError(f"--{flag}={path}: cannot write there ({error.strerror or error}); "
                       "pass a folder you can write to") from None
-
-
-def strategy_from_flags():
-    """The strategy and precision policy the flags ask for; call before any other TF work."""
-    import tensorflow as tf
-
-    from training import distribution
-
-    if FLAGS.cpu_replicas:  # a negative count was refused with the other flags
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * FLAGS.cpu_replicas)
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.num_gpus, FLAGS.tpu,
-                                         FLAGS.tpu_timeout_s)
-    distribution.set_precision(FLAGS.dtype)
-    return strategy
-
-
-def weights_checksum(model) -> float:
-    """Sum of |w| over all weights: equal on every worker of a run in lockstep."""
-    return float(sum(abs(variable.numpy()).sum() for variable in model.weights))

@@ -2,10 +2,9 @@
 
 Serving systems hand the model text, not WordPiece ids; shipping the
 tokenizer inside the graph means the deployed model cannot drift from the
-tokenization it was trained with. The packing mirrors
-`data_prep.text.sentence_pairs.pack`: `[CLS] a [SEP] (b [SEP])`, pairs shortened
-longest-first (tensorflow-text's `ShrinkLongestTrimmer`), zero padding, and
-a second text without tokens packed as a single text.
+tokenization it was trained with. Packing is
+`data_prep.text.sentence_pairs.pack_ragged`, the in-graph twin of the packer
+that built the training inputs, so the layout and truncation cannot drift.
 Whoever loads it must `import tensorflow_text` first, which registers the
 tokenizer's ops.
 """
@@ -17,7 +16,8 @@ import shutil
 import tempfile
 
 import tensorflow as tf
-import tensorflow_text as tf_text
+
+from data_prep.text.sentence_pairs import pack_ragged
 
 
 class ClassifierServing(tf.Module):
@@ -31,23 +31,9 @@ class ClassifierServing(tf.Module):
         self.model_weights = list(model.weights)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
+        self._packing = (max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
         self.labels = tf.constant(labels or [], tf.string)
         self.is_regression = labels is None
-
-    def _pack(self, segments: list[tf.RaggedTensor]) -> dict[str, tf.Tensor]:
-        budget = self.max_seq_length - 1 - len(segments)
-        if len(segments) == 1:  # (the trimmer's loop cannot take a single segment)
-            trimmed = [segments[0][:, :budget]]
-        else:
-            trimmed = tf_text.ShrinkLongestTrimmer(budget, axis=-1).trim(segments)
-        ids, segment_ids = tf_text.combine_segments(
-            trimmed, start_of_sequence_id=self.tokenizer.cls_id,
-            end_of_segment_id=self.tokenizer.sep_id)
-        input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length)
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, self.max_seq_length)
-        return {"input_ids": tf.cast(input_ids, tf.int32),
-                "input_mask": tf.cast(input_mask, tf.int32),
-                "segment_ids": tf.cast(segment_ids, tf.int32)}
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = self._model.value(features, training=False)
@@ -60,17 +46,14 @@ class ClassifierServing(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve_single(self, text_a):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
-        return self._outputs(self._pack([ids_a]))
+        return self._outputs(pack_ragged(ids_a, None, *self._packing))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
                                   tf.TensorSpec([None], tf.string)])
     def serve_pair(self, text_a, text_b):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         ids_b, _ = self.tokenizer.tokenize_batch(text_b)
-        pair, single = self._pack([ids_a, ids_b]), self._pack([ids_a])
-        # Row by row: an empty or blank text_b gives the single-text layout, as in training.
-        has_b = (ids_b.row_lengths() > 0)[:, None]
-        return self._outputs({name: tf.where(has_b, pair[name], single[name]) for name in pair})
+        return self._outputs(pack_ragged(ids_a, ids_b, *self._packing))
 
 
 class _Untracked:

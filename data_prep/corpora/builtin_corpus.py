@@ -24,8 +24,6 @@ import argparse
 import bz2
 import dataclasses
 import io
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -33,6 +31,7 @@ from typing import Callable, Iterable, Iterator
 from data_prep.corpora import assets
 from data_prep.text.sentence_split import split_sentences
 from data_prep.corpora.wikitext import article_paragraphs, iter_articles
+from training import atomic
 
 GENSIM_PACKAGE = ("gensim", "4.4.0")
 WIKIPEDIA_MEMBER = ("gensim/test/test_data/"
@@ -89,22 +88,15 @@ def news_documents(raw: bytes) -> Iterator[Document]:
 def write_corpus(documents: Iterable[Document], path: Path) -> None:
     """Writes documents as sentence lines with blank lines between them, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as output:
-            first = True
-            for sentences in documents:
-                lines = [" ".join(sentence.split()) for sentence in sentences]
-                lines = [line for line in lines if line]
-                if lines:
-                    output.write("" if first else "\n")
-                    output.write("\n".join(lines) + "\n")
-                    first = False
-        os.chmod(temporary, 0o644)  # mkstemp creates it private; the corpus is not
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    with atomic.atomic_open(path) as output:
+        first = True
+        for sentences in documents:
+            lines = [" ".join(sentence.split()) for sentence in sentences]
+            lines = [line for line in lines if line]
+            if lines:
+                output.write("" if first else "\n")
+                output.write("\n".join(lines) + "\n")
+                first = False
 
 
 def corpus_statistics(path: Path) -> CorpusStatistics:

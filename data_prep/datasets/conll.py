@@ -16,8 +16,9 @@ document allows; they are read but never scored.
 A sentence longer than the window is never truncated: it is covered by
 overlapping windows, and each word is scored in exactly one of them, the
 one where its first sub-token has the most context on its shorter side
-(SQuAD's "max context" rule in the original run_squad.py), since a word
-near a window edge is tagged with half its context missing.
+(SQuAD's "max context" rule in the original run_squad.py, shared through
+`data_prep.text.sliding_windows`), since a word near a window edge is
+tagged with half its context missing.
 
 This module does not import TensorFlow; the tokenizer it is handed does.
 """
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from data_prep.text.sentence_pairs import pack_ids
+from data_prep.text.sliding_windows import max_context_owners, windows
 from data_prep.text.text_files import read_utf8_lines
 from training.atomic import atomic_open
 
@@ -161,11 +164,9 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
     if capacity < 1 or not 1 <= stride <= capacity:
         raise ValueError(f"need max_seq_length >= 3 and 1 <= stride <= max_seq_length - 2, "
                          f"got {max_seq_length} and {stride}")
-    vocab = tokenizer.vocab
-    specials = (vocab["[CLS]"], vocab["[SEP]"], vocab.get("[PAD]", 0))
     pieces = _word_pieces(sentences, tokenizer)
     token_ids = [[i for word in s.words for i in pieces[word]] for s in sentences]
-    windows = []
+    built = []
     for index, sentence in enumerate(sentences):
         labels = []
         for word, tag in enumerate(sentence.tags):
@@ -180,11 +181,13 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
         stream = left + token_ids[index] + right
         positions = (len(left) + starts).tolist()
         spans = _spans(len(token_ids[index]), len(left), len(stream), capacity, stride)
-        owner = [_best_span(spans, position) for position in positions]
-        for number, (begin, end) in enumerate(spans):
-            windows.append(_window(index, stream[begin:end], begin, positions, owner, number,
-                                   labels, max_seq_length, specials))
-    return windows
+        owners = max_context_owners([(begin, end - begin) for begin, end in spans], len(stream))
+        owner = owners[positions].tolist()
+        packed = pack_ids([stream[begin:end] for begin, end in spans], [None] * len(spans),
+                          max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+        for number, (begin, _) in enumerate(spans):
+            built.append(_window(index, packed, number, begin, positions, owner, labels))
+    return built
 
 
 def _word_pieces(sentences: Sequence[Sentence], tokenizer: FullTokenizer) -> dict[str, list[int]]:
@@ -215,48 +218,34 @@ def _spans(length: int, offset: int, total: int, capacity: int,
            stride: int) -> list[tuple[int, int]]:
     """[begin, end) over the stream for each window of a sentence at `offset` in it.
 
-    Cores of at most `capacity` sub-tokens step through the sentence by
-    `stride`; each is then widened to `capacity` with the stream's tokens
-    on both sides, balanced, so short sentences and the last core of a long
-    one see as much context as fits.
+    Cores are the sliding windows over the sentence; each is then widened
+    to `capacity` with the stream's tokens on both sides, balanced, so short
+    sentences and the last core of a long one see as much context as fits.
     """
-    spans, core_begin = [], 0
-    while True:
-        core_end = min(core_begin + capacity, length)
-        room = capacity - (core_end - core_begin)
+    spans = []
+    # (a sentence without sub-tokens still gets a window, of context only)
+    for core_begin, core_length in windows(length, capacity, stride) or [(0, 0)]:
+        core_end = core_begin + core_length
+        room = capacity - core_length
         before, after = offset + core_begin, total - offset - core_end
         take_after = min(after, room - min(before, room // 2))
         take_before = min(before, room - take_after)
         spans.append((offset + core_begin - take_before, offset + core_end + take_after))
-        if core_end == length:
-            return spans
-        core_begin += stride
+    return spans
 
 
-def _best_span(spans: list[tuple[int, int]], position: int) -> int:
-    """The window where `position` has most context on its shorter side (ties: longer, earlier)."""
-    def score(number: int) -> float:
-        begin, end = spans[number]
-        return min(position - begin, end - 1 - position) + 0.01 * (end - begin)
-
-    return max((n for n, (begin, end) in enumerate(spans) if begin <= position < end), key=score)
-
-
-def _window(sentence_index: int, tokens: list[int], begin: int, positions: list[int],
-            owner: list[int], number: int, labels: list[int], max_seq_length: int,
-            specials: tuple[int, int, int]) -> Window:
-    cls_id, sep_id, pad_id = specials
-    padding = max_seq_length - len(tokens) - 2
-    label_ids = [NO_LABEL] * max_seq_length
+def _window(sentence_index: int, packed: dict[str, np.ndarray], number: int, begin: int,
+            positions: list[int], owner: list[int], labels: list[int]) -> Window:
+    label_ids = [NO_LABEL] * packed["input_ids"].shape[1]
     word_positions = []
     for word, position in enumerate(positions):
         scored_here = owner[word] == number
         word_positions.append(1 + position - begin if scored_here else -1)
         if scored_here:
             label_ids[1 + position - begin] = labels[word]
-    return Window(sentence_index, [cls_id] + tokens + [sep_id] + [pad_id] * padding,
-                  [1] * (len(tokens) + 2) + [0] * padding, [0] * max_seq_length,
-                  label_ids, word_positions)
+    return Window(sentence_index, packed["input_ids"][number].tolist(),
+                  packed["input_mask"][number].tolist(),
+                  packed["segment_ids"][number].tolist(), label_ids, word_positions)
 
 
 def windows_to_arrays(windows: Sequence[Window]) -> dict[str, np.ndarray]:

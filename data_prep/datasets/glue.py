@@ -29,7 +29,7 @@ import numpy as np
 
 from data_prep.datasets import glue_tasks
 from data_prep.datasets.glue_tasks import Column, InputExample, SplitFile, TaskSpec
-from data_prep.text.sentence_pairs import pack
+from data_prep.text.sentence_pairs import pack_ids
 
 __all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_examples",
            "get_processor", "majority_class", "write_submission"]
@@ -184,18 +184,15 @@ def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length
                                                               for i in paired])):
         tokens_b[index] = tokens
     label_index = None if labels is None else {label: i for i, label in enumerate(labels)}
-    shape = (len(examples), max_seq_length)
-    features = {name: np.zeros(shape, np.int32)
-                for name in ("input_ids", "input_mask", "segment_ids")}
+    features = pack_ids([tokenizer.convert_tokens_to_ids(tokens) for tokens in tokens_a],
+                        [None if tokens is None else tokenizer.convert_tokens_to_ids(tokens)
+                         for tokens in tokens_b],
+                        max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
     features["label_ids"] = np.zeros(len(examples), np.float32 if labels is None else np.int32)
     num_truncated = 0
     for i, example in enumerate(examples):
-        packed = pack(tokens_a[i], tokens_b[i], max_seq_length, tokenizer.vocab)
         wanted = len(tokens_a[i]) + 2 + (len(tokens_b[i]) + 1 if tokens_b[i] else 0)
         num_truncated += wanted > max_seq_length
-        features["input_ids"][i] = packed.input_ids
-        features["input_mask"][i] = packed.input_mask
-        features["segment_ids"][i] = packed.segment_ids
         if example.label is None:
             continue
         if label_index is None:

@@ -13,9 +13,8 @@ scores depend on them:
   starting `doc_stride` tokens after the previous one, so an answer cut
   by one window's edge lies whole in another.
 - The max-context flag. A token seen in several windows is scored, at
-  prediction time, only in the window where it has the most context: the
-  highest `min(tokens left of it, tokens right of it) + 0.01 * window length`
-  (the small term prefers longer windows; ties go to the earlier window).
+  prediction time, only in the window where it has the most context
+  (`data_prep.text.sliding_windows`, shared with CoNLL tagging).
 
 Training targets are token positions in the window; an answer not wholly
 inside a window, and an impossible v2 question, point at [CLS] (0, 0).
@@ -35,6 +34,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from data_prep.datasets.squad import SquadExample
+from data_prep.text.sentence_pairs import pack_ids
+from data_prep.text.sliding_windows import max_context_owners, windows
 from data_prep.text.tokenization import FullTokenizer
 
 FIRST_UNIQUE_ID = 1000000000
@@ -62,32 +63,6 @@ class InputFeatures:
     start_position: int | None = None
     end_position: int | None = None
     is_impossible: bool = False
-
-
-def windows(num_tokens: int, max_tokens: int, doc_stride: int) -> list[tuple[int, int]]:
-    """(start, length) of the sliding windows over `num_tokens` document tokens."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    while start < num_tokens:
-        length = min(num_tokens - start, max_tokens)
-        spans.append((start, length))
-        if start + length == num_tokens:
-            break
-        start += min(length, doc_stride)
-    return spans
-
-
-def max_context_owners(spans: Sequence[tuple[int, int]], num_tokens: int) -> np.ndarray:
-    """For each document token, the index of the window where it has the most context.
-
-    Score in a window: min(tokens left of it, tokens right of it) + 0.01 *
-    window length; argmax takes the first of equal scores, the earlier window.
-    """
-    scores = np.full((max(len(spans), 1), num_tokens), -np.inf)
-    for index, (start, length) in enumerate(spans):
-        left = np.arange(length)
-        scores[index, start:start + length] = np.minimum(left, left[::-1]) + 0.01 * length
-    return np.argmax(scores, axis=0)
 
 
 def improve_answer_span(doc_pieces: Sequence[str], start: int, end: int,
@@ -174,6 +149,10 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
     query_ids = tokenizer.convert_tokens_to_ids(query)
     spans = windows(len(doc_pieces), max_seq_length - len(query) - 3, doc_stride)
     owners = max_context_owners(spans, len(doc_pieces)).tolist()
+    # Each window fits beside the question, so packing truncates nothing.
+    packed = pack_ids([query_ids] * len(spans),
+                      [document.ids[start:start + length] for start, length in spans],
+                      max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
     offset = len(query) + 2  # window token i sits at offset + i
     features = []
     for span_index, (span_start, span_length) in enumerate(spans):
@@ -182,16 +161,13 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
         positions = range(span_start, span_start + span_length)
         to_orig = {offset + i: piece_to_word[p] for i, p in enumerate(positions)}
         is_max = {offset + i: owners[p] == span_index for i, p in enumerate(positions)}
-        padding = [0] * (max_seq_length - len(tokens))
-        input_ids = [tokenizer.cls_id, *query_ids, tokenizer.sep_id,
-                     *document.ids[span_start:span_start + span_length], tokenizer.sep_id]
         feature = InputFeatures(
             unique_id=first_id + span_index, example_index=example_index,
             doc_span_index=span_index, tokens=tokens, token_to_orig_map=to_orig,
             token_is_max_context=is_max,
-            input_ids=input_ids + padding,
-            input_mask=[1] * len(tokens) + padding,
-            segment_ids=[0] * offset + [1] * (span_length + 1) + padding,
+            input_ids=packed["input_ids"][span_index].tolist(),
+            input_mask=packed["input_mask"][span_index].tolist(),
+            segment_ids=packed["segment_ids"][span_index].tolist(),
             is_impossible=example.is_impossible if is_training else False)
         if is_training:
             feature.start_position, feature.end_position = 0, 0

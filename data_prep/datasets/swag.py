@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from data_prep.text.sentence_pairs import pack
+from data_prep.text.sentence_pairs import pack_ids
 from data_prep.text.text_files import read_utf8_lines
 
 NUM_CHOICES = 4
@@ -118,19 +118,19 @@ def convert_multiple_choice(examples: Sequence[MultipleChoiceExample], tokenizer
     starts = tokenizer.tokenize_many([example.start_ending for example in examples])
     endings = tokenizer.tokenize_many([ending for example in examples
                                          for ending in example.endings])
-    shape = (len(examples), num_choices, max_seq_length)
-    features = {name: np.zeros(shape, np.int32)
-                for name in ("input_ids", "input_mask", "segment_ids")}
-    features["label_ids"] = np.array([example.label or 0 for example in examples], np.int32)
-    truncated = 0
+    firsts, seconds = [], []
     for i in range(len(examples)):
         for choice in range(num_choices):
-            second = starts[i] + endings[i * num_choices + choice]
-            packed = pack(contexts[i], second, max_seq_length, tokenizer.vocab)
-            truncated += len(contexts[i]) + len(second) + 3 > max_seq_length
-            features["input_ids"][i, choice] = packed.input_ids
-            features["input_mask"][i, choice] = packed.input_mask
-            features["segment_ids"][i, choice] = packed.segment_ids
+            firsts.append(contexts[i])
+            seconds.append(starts[i] + endings[i * num_choices + choice])
+    truncated = sum(len(first) + len(second) + 3 > max_seq_length
+                    for first, second in zip(firsts, seconds))
+    packed = pack_ids([tokenizer.convert_tokens_to_ids(tokens) for tokens in firsts],
+                      [tokenizer.convert_tokens_to_ids(tokens) for tokens in seconds],
+                      max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+    shape = (len(examples), num_choices, max_seq_length)
+    features = {name: values.reshape(shape) for name, values in packed.items()}
+    features["label_ids"] = np.array([example.label or 0 for example in examples], np.int32)
     if truncated:
         logging.info("%d of %d (context, ending) pairs were truncated to %d tokens", truncated,
                      len(examples) * num_choices, max_seq_length)

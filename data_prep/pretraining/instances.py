@@ -29,8 +29,8 @@ from typing import Sequence
 
 import numpy as np
 
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+from data_prep.text.sentence_pairs import layout_rows
+
 RANDOM_NEXT_TRIES = 10  # the original gives up looking for another document after 10 draws
 
 
@@ -226,26 +226,15 @@ def build_features(token_ids: np.ndarray, spans: np.ndarray, options: InstanceOp
                    vocab: VocabIds, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """The padded, masked model inputs of `spans` (rows of `segment_spans`) over `token_ids`.
 
-    Returns the features of FEATURE_NAMES as arrays with one row per span.
+    Returns input_ids, input_mask, segment_ids, masked_lm_positions,
+    masked_lm_ids, masked_lm_weights and next_sentence_labels, one row per span.
     """
     spans = spans.astype(np.int32)  # offsets within a chunk; half the memory traffic of int64
-    rows = np.arange(len(spans))[:, None]
     a_start, a_stop, b_start, b_stop, labels = (spans[:, k:k + 1] for k in range(5))
-    a_length, b_length = a_stop - a_start, b_stop - b_start
-    position = np.arange(options.max_seq_length, dtype=np.int32)[None, :]
-    b_first = a_length + 2
-    in_a = (position >= 1) & (position <= a_length)
-    in_b = (position >= b_first) & (position < b_first + b_length)
-    in_text = in_a | in_b
-    source = np.where(in_a, a_start - 1 + position, b_start - b_first + position)
-    input_ids = np.where(in_text, token_ids[np.where(in_text, source, 0)], 0).astype(np.int32)
-    length = a_length + 2 + (b_length + 1 if options.next_sentence else 0)
-    input_ids[:, 0] = vocab.cls_id
-    input_ids[rows, a_length + 1] = vocab.sep_id
-    input_ids[rows, length - 1] = vocab.sep_id
-    input_mask = position < length
-    segment_ids = ((position >= b_first) & input_mask if options.next_sentence
-                   else np.zeros_like(input_mask))
+    input_ids, input_mask, segment_ids, in_text = layout_rows(
+        token_ids, a_start, a_stop - a_start, b_start, b_stop - b_start, options.next_sentence,
+        options.max_seq_length, vocab.cls_id, vocab.sep_id)
+    length = input_mask.sum(axis=1, keepdims=True)
 
     if options.masked_lm_prob > 0:
         select = _select_words if options.do_whole_word_mask else _select_tokens

@@ -17,14 +17,16 @@ the same folder, recording every setting that shapes its content; a rerun
 with the same settings skips shards whose marker and size still match.
 The training input pipeline skips such hidden files in its globs.
 
-Temporary names carry the writing process' ID (`.<shard>.partial-<pid>`,
-`.<marker>.partial-<pid>`, `.<first shard>.staging-<pid>-*/`). A run
-killed part way leaves them behind; the next run over the same outputs
-removes those whose process is gone, and leaves those of a live run alone.
+Shards, markers and the staging folder are written under `training.atomic`'s
+temporary names, which carry the writing process' ID
+(`.<name>.<pid>-<random>.partial`). A run killed part way leaves them
+behind; the next run over the same outputs removes those whose process is
+gone, and leaves those of a live run alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -37,7 +39,7 @@ from typing import BinaryIO, Iterator, Sequence
 import numpy as np
 
 from data_prep.text.text_files import decode_line
-from training.atomic import remove_dead_temporaries
+from training.atomic import atomic_open, remove_dead_temporaries, write_atomically
 
 _BLOCK_BYTES = 1 << 22
 
@@ -230,17 +232,10 @@ def is_complete(shard_path: str, settings: dict) -> bool:
 
 
 def mark_complete(shard_path: str, settings: dict, instances: int) -> None:
-    """Writes the shard's marker (atomically: a temporary name, then renamed)."""
-    marker = marker_path(shard_path)
+    """Writes the shard's marker, whole or not at all, so that a marker present is one a run
+    finished: a rerun trusts it to skip the shard."""
     content = {"settings": settings, "instances": instances, "bytes": os.path.getsize(shard_path)}
-    temporary = marker.with_name(marker.name + f".partial-{os.getpid()}")
-    temporary.write_text(json.dumps(content, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(temporary, marker)
-
-
-def staging_prefix(first_output: str) -> str:
-    """The name start of this process' staging folder beside the first shard."""
-    return f".{os.path.basename(first_output)}.staging-{os.getpid()}-"
+    write_atomically(marker_path(shard_path), json.dumps(content, indent=1, sort_keys=True))
 
 
 def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
@@ -257,8 +252,9 @@ def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
             os.path.basename(path))
     for folder, names in by_folder.items():
         alternatives = "|".join(re.escape(name) for name in names)
-        pattern = re.compile(rf"\.(?:{alternatives})(?:\.complete\.json)?\.partial-(\d+)"
-                             rf"|\.(?:{alternatives})\.staging-(\d+)-.+")
+        # `training.atomic.temporary_name` of a shard, a marker, or the staging folder.
+        pattern = re.compile(rf"\.(?:{alternatives})(?:\.complete\.json)?"
+                             rf"\.(\d+)-[0-9a-f]{{8}}\.partial")
         removed += remove_dead_temporaries(folder, pattern)
     return removed
 
@@ -286,40 +282,46 @@ def append_file(source: BinaryIO, target: BinaryIO) -> None:
 
 
 class ShardWriter:
-    """Appends staged chunk records to shard temporary files; renames and marks complete shards."""
+    """Appends staged chunk records to shard temporary files; renames and marks complete shards.
+
+    Used as a context manager: when the block ends, shards still unfinished
+    (the run failed or was interrupted) lose their temporary files.
+    """
 
     def __init__(self, outputs: list[str], fingerprint: dict, complete: set[int], num_chunks: int):
         self._outputs, self._fingerprint, self._complete = outputs, fingerprint, complete
         self._num_chunks = num_chunks
-        self._open: dict[int, tuple[BinaryIO, str, int]] = {}  # shard -> (file, temporary, count)
+        self._unfinished = contextlib.ExitStack()  # every open shard's atomic_open
+        # shard -> (its atomic_open, the open temporary file, instances written)
+        self._open: dict[int, tuple[contextlib.ExitStack, BinaryIO, int]] = {}
         self.instances = 0
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, *error) -> bool:
+        self._open.clear()
+        return self._unfinished.__exit__(*error)
 
     def add(self, chunk: int, staged_files: dict[int, tuple[str, int]]) -> None:
         """Appends chunk `chunk`'s staged files (`shard -> (file, instances)`), removing them."""
         for shard, (staged, count) in sorted(staged_files.items()):
             if shard not in self._complete:
                 if shard not in self._open:
-                    final = self._outputs[shard]
-                    temporary = os.path.join(os.path.dirname(os.path.abspath(final)),
-                                             f".{os.path.basename(final)}.partial-{os.getpid()}")
-                    self._open[shard] = (open(temporary, "wb"), temporary, 0)
-                handle, temporary, written = self._open[shard]
+                    shard_stack = contextlib.ExitStack()
+                    handle = shard_stack.enter_context(atomic_open(self._outputs[shard], "wb"))
+                    self._unfinished.push(shard_stack)
+                    self._open[shard] = (shard_stack, handle, 0)
+                shard_stack, handle, written = self._open[shard]
                 with open(staged, "rb") as source:
                     append_file(source, handle)
-                self._open[shard] = (handle, temporary, written + count)
+                self._open[shard] = (shard_stack, handle, written + count)
                 self.instances += count
                 if chunk == last_chunk_of_shard(shard, self._num_chunks, len(self._outputs)):
                     self._finish(shard)
             os.remove(staged)
 
     def _finish(self, shard: int) -> None:
-        handle, temporary, written = self._open.pop(shard)
-        handle.close()
-        os.replace(temporary, self._outputs[shard])
+        shard_stack, _, written = self._open.pop(shard)
+        shard_stack.close()  # closes the temporary file and renames it onto the shard
         mark_complete(self._outputs[shard], self._fingerprint, written)
-
-    def discard_unfinished(self) -> None:
-        for handle, temporary, _ in self._open.values():
-            handle.close()
-            os.remove(temporary)
-        self._open.clear()

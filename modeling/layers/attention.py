@@ -52,7 +52,7 @@ class SelfAttention(keras.layers.Layer):
         self.head_size = hidden_size // num_heads
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)

@@ -29,7 +29,7 @@ class BertEmbeddings(keras.layers.Layer):
         # LayerNorm statistics in float32 even under a mixed-precision policy.
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="LayerNorm")
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)

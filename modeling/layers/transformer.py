@@ -34,16 +34,19 @@ class TransformerBlock(keras.layers.Layer):
 
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.attention = SelfAttention(hidden_size, num_heads, initializer_range,
-                                       attention_probs_dropout_prob, name="attention")
-        self.attention_dropout = keras.layers.Dropout(hidden_dropout_prob)
+                                       attention_probs_dropout_prob, name="attention",
+                                       dtype=self.dtype_policy)
+        self.attention_dropout = keras.layers.Dropout(hidden_dropout_prob,
+                                                    dtype=self.dtype_policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="attention_LayerNorm")
         self.intermediate = keras.layers.Dense(
             intermediate_size, activation=get_activation(hidden_act),
-            kernel_initializer=initializer, name="intermediate")
+            kernel_initializer=initializer, name="intermediate", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=initializer, name="output_dense")
-        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob)
+            hidden_size, kernel_initializer=initializer, name="output_dense",
+            dtype=self.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="output_LayerNorm")
 

@@ -9,8 +9,10 @@ import pytest
 import tensorflow as tf
 
 from data_prep import beam_pretraining_data
-from data_prep.create_pretraining_data import create_pretraining_data
-from tests.data_prep.test_create_pretraining_data import corpus, settings_for  # noqa: F401 (fixture)
+from data_prep.pretraining.local import create_pretraining_data
+from tests.data_prep.conftest import settings_for
+
+pytestmark = pytest.mark.slow
 
 
 def _records(paths):

@@ -11,51 +11,12 @@ import pytest
 import tensorflow as tf
 
 from data_prep.pretraining import shards as shards_lib
-from data_prep.create_pretraining_data import Settings, create_pretraining_data
-from data_prep.pretraining.instances import InstanceOptions
+from data_prep.pretraining.local import create_pretraining_data
 from training.input_pipeline import pretraining_feature_spec
+from tests.data_prep.conftest import CLS, SEP, VOCAB, settings_for
 from tests.fixtures import REPO
 
-WORDS = ["the", "cat", "dog", "sat", "on", "mat", "walk", "run", "jump", "blue", "red", "green",
-         "house", "tree", "river", "stone", "light", "night", "day", "sun"]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS, "##s", "##ing", "##ed"]
-CLS, SEP = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
-
-
-def write_corpus(path, documents, seed):
-    rng = random.Random(seed)
-    with open(path, "w", encoding="utf-8") as out:
-        for document in range(documents):
-            for _ in range(rng.randint(1, 12)):
-                words = [rng.choice(WORDS) + rng.choice(["", "", "s", "ing", "ed"])
-                         for _ in range(rng.randint(2, 14))]
-                out.write(" ".join(words) + " .\n")
-            out.write("\n" if document < documents - 1 else "")
-
-
-@pytest.fixture()
-def corpus(tmp_path):
-    """Two corpus files (12 documents), an empty file, a document without tokens; and a vocab."""
-    folder = tmp_path / "in"
-    folder.mkdir()
-    write_corpus(folder / "a.txt", 7, seed=1)
-    write_corpus(folder / "b.txt", 5, seed=2)
-    (folder / "c.txt").write_text("", encoding="utf-8")
-    (folder / "d.txt").write_text("\u200b\n", encoding="utf-8")  # a format char: no tokens
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return folder, vocab
-
-
-def settings_for(corpus, output, **changes):
-    folder, vocab = corpus
-    values = dict(input_patterns=(str(folder / "*.txt"),), output_files=(str(output),),
-                  vocab_file=str(vocab), num_output_shards=3, documents_per_chunk=2,
-                  num_workers=1, options=InstanceOptions(max_seq_length=32,
-                                                         max_predictions_per_seq=5, dupe_factor=3))
-    values.update(changes)
-    return Settings(**values)
-
+pytestmark = pytest.mark.slow
 
 def read_records(paths, max_seq_length=32, max_predictions=5):
     spec = pretraining_feature_spec(max_seq_length, max_predictions)
@@ -129,13 +90,14 @@ def test_rerun_removes_leftovers_of_dead_runs_only(corpus, tmp_path):
     try:
         dead, alive = finished.pid, live.pid
         leftovers = {
-            "dead_shard": folder / f".data-00001-of-00003.tfrecord.partial-{dead}",
-            "dead_marker": folder / f".data-00000-of-00003.tfrecord.complete.json.partial-{dead}",
-            "dead_staging": folder / f".data-00000-of-00003.tfrecord.staging-{dead}-x1y2",
-            "live_shard": folder / f".data-00002-of-00003.tfrecord.partial-{alive}",
-            "live_staging": folder / f".data-00000-of-00003.tfrecord.staging-{alive}-a3b4",
-            "reused_pid": folder / f".data-00000-of-00003.tfrecord.partial-{alive}",
-            "not_ours": folder / f".notes.txt.partial-{dead}",
+            "dead_shard": folder / f".data-00001-of-00003.tfrecord.{dead}-0a1b2c3d.partial",
+            "dead_marker": folder / (f".data-00000-of-00003.tfrecord.complete.json."
+                                     f"{dead}-0a1b2c3d.partial"),
+            "dead_staging": folder / f".data-00000-of-00003.tfrecord.{dead}-1a2b3c4d.partial",
+            "live_shard": folder / f".data-00002-of-00003.tfrecord.{alive}-0a1b2c3d.partial",
+            "live_staging": folder / f".data-00000-of-00003.tfrecord.{alive}-a3b4c5d6.partial",
+            "reused_pid": folder / f".data-00000-of-00003.tfrecord.{alive}-9f8e7d6c.partial",
+            "not_ours": folder / f".notes.txt.{dead}-0a1b2c3d.partial",
         }
         for name, path in leftovers.items():
             if "staging" in name:

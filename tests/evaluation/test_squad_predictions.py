@@ -14,6 +14,8 @@ from data_prep.text.tokenization import FullTokenizer
 from evaluation.squad_predictions import (RawResult, compute_predictions, get_final_text,
                                           write_prediction_files)
 
+pytestmark = pytest.mark.assets
+
 WORDS = "Steve Smith's bat was sold in (1990) at Café Rouge.".split()
 
 

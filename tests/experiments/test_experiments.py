@@ -20,6 +20,8 @@ from experiments import __main__ as driver
 from experiments import grid, jobs
 from tests.fixtures import REPO
 
+pytestmark = pytest.mark.slow
+
 WORDS = ("the cat dog runs walks fast slow red blue green house tree river sun moon sees likes "
          "old new big small man woman child eats reads book").split()
 

@@ -19,6 +19,8 @@ from modeling.pretrainer import BertPretrainer
 from training.optimization import create_optimizer
 from tests.fixtures import GOLDEN
 
+pytestmark = pytest.mark.assets
+
 TINY = GOLDEN / "tiny_bert_pretraining"
 
 

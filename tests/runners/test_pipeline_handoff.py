@@ -17,6 +17,8 @@ import pytest
 
 from tests.fixtures import write_tiny_config, REPO
 
+pytestmark = pytest.mark.slow
+
 WORDS = ["the", "cat", "dog", "sat", "on", "mat", "walk", "run", "jump", "blue", "red", "green",
          "house", "tree", "river", "stone", "light", "night", "day", "sun", "good", "bad"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS, "##s", "##ing", "##ed"]

@@ -13,6 +13,8 @@ from tests.fixtures import write_tiny_config, REPO
 from tests.training.test_training_faults import checkpoint_values, run_killed
 from training.cli import read_eval_results
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(REPO, "run_classifier.py")
 GOOD = ["a great and wonderful film", "truly great acting", "wonderful and moving story",
         "great fun", "a wonderful cast"]

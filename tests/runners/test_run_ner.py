@@ -13,6 +13,8 @@ import pytest
 from tests.fixtures import write_tiny_config, REPO
 from training.cli import read_eval_results
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(REPO, "run_ner.py")
 
 PEOPLE = [["john"], ["mary"], ["peter", "johnson"], ["anna"]]

@@ -15,6 +15,8 @@ from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
 from tests.training.test_input_pipeline import record_offsets
 from training.cli import read_eval_results
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 
 

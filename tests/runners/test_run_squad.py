@@ -21,6 +21,8 @@ import pytest
 from tests.fixtures import write_tiny_config, REPO
 from training.cli import read_eval_results
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(REPO, "run_squad.py")
 
 # (context, [(question, answer)]): answers are the first occurrence in the context.

@@ -3,11 +3,13 @@
 import contextlib
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
 from data_prep.datasets.conll import Sentence, write_conll_predictions
 from modeling.config import BertConfig
+from training import atomic
 from training.atomic import atomic_open, atomic_path, write_atomically
 from training.cli import write_eval_results
 
@@ -97,3 +99,26 @@ def test_temporary_folder_is_named_for_its_writer_and_removed_after(tmp_path):
         assert os.path.isdir(staging)
         assert f".bert_model.ckpt.{os.getpid()}-" in staging
     assert not os.path.exists(staging)
+
+
+def test_atomic_folder_replaces_the_old_folder_whole(tmp_path):
+    target = tmp_path / "data"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with atomic.atomic_folder(target) as staging:
+        (Path(staging) / "new.txt").write_text("new")
+        assert (target / "old.txt").exists(), "the old folder stays until the new one is whole"
+    assert sorted(os.listdir(target)) == ["new.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["data"]
+
+
+def test_a_failed_atomic_folder_keeps_the_old_one_and_leaves_nothing(tmp_path):
+    target = tmp_path / "data"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic.atomic_folder(target) as staging:
+            (Path(staging) / "half.txt").write_text("half")
+            raise RuntimeError("killed while writing")
+    assert sorted(os.listdir(target)) == ["old.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["data"]

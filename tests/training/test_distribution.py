@@ -17,6 +17,8 @@ import tensorflow as tf
 from training.distribution import get_strategy, set_precision, tpu_address
 from tests.fixtures import REPO
 
+pytestmark = pytest.mark.slow
+
 
 
 def run_python(code: str, timeout: float) -> subprocess.CompletedProcess:

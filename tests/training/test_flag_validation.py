@@ -13,7 +13,7 @@ import sys
 import pytest
 from absl import flags
 
-from training import finetuning, runner_flags
+from training import runner_flags
 from tests.fixtures import REPO
 
 
@@ -31,12 +31,12 @@ def _pretraining_flags(tmp_path, *arguments: str) -> flags.FlagValues:
 def _check_pretraining(tmp_path, *arguments: str) -> None:
     import run_pretraining
 
-    run_pretraining._check_flags(_pretraining_flags(tmp_path, *arguments))
+    run_pretraining.configs_from_flags(_pretraining_flags(tmp_path, *arguments))
 
 
 def _finetuning_flags(*arguments: str) -> flags.FlagValues:
     values = flags.FlagValues()
-    finetuning.define_flags(flag_values=values)
+    runner_flags.define_finetuning_flags(values)
     values(["run_classifier.py", "--bert_config_file=config.json", "--vocab_file=vocab.txt",
             "--output_dir=out", *arguments])
     return values
@@ -90,13 +90,13 @@ def test_pretraining_accepts_the_defaults_and_zero_warmup(tmp_path):
 ])
 def test_finetuning_refuses_out_of_range_flags(arguments, message):
     with pytest.raises(ValueError, match=message):
-        finetuning.check_flags(_finetuning_flags(*arguments))
+        runner_flags.training_configs(_finetuning_flags(*arguments))
 
 
 def test_finetuning_epochs_only_matter_when_training():
-    finetuning.check_flags(_finetuning_flags("--do_eval", "--num_train_epochs=0"))
-    finetuning.check_flags(_finetuning_flags("--do_train", "--train_batch_size=32",
-                                             "--gradient_accumulation_steps=4"))
+    runner_flags.training_configs(_finetuning_flags("--do_eval", "--num_train_epochs=0"))
+    runner_flags.training_configs(_finetuning_flags("--do_train", "--train_batch_size=32",
+                                                    "--gradient_accumulation_steps=4"))
 
 
 def test_learning_rate_lists_are_checked_element_by_element():

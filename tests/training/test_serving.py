@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from data_prep.text.sentence_pairs import pack
 from data_prep.text.tokenization import FullTokenizer
-from training.serving import ClassifierServing
+from training.serving import ClassifierServing, export_classifier
 
 KEYS = ("input_ids", "input_mask", "segment_ids")
 LENGTH = 8
@@ -53,3 +53,31 @@ def test_single_texts_pack_as_in_training(serving):
     served = module.serve_single(tf.constant(texts))["score"].numpy()
     for row, text in enumerate(texts):
         assert served[row].astype(int).tolist() == _expected(tokenizer, text, None), text
+
+
+def test_pair_of_equal_lengths_loses_from_text_b(serving):
+    """The original's `_truncate_seq_pair` takes from B on a tie; serving must too."""
+    module, tokenizer = serving
+    pairs = [("the cat sat", "a dog sat"), ("the cat", "a dog"), ("cats sat on", "the mat")]
+    served = module.serve_pair(tf.constant([a for a, _ in pairs]),
+                               tf.constant([b for _, b in pairs]))["score"].numpy()
+    for row, (text_a, text_b) in enumerate(pairs):
+        assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
+            (text_a, text_b)
+    cat, sat, dog = (tokenizer.vocab[word] for word in ("cat", "sat", "dog"))
+    assert served[0][0].astype(int).tolist()[:7] == [2, 4, cat, sat, 3, 9, dog]
+
+
+def test_exported_model_packs_as_in_training(serving, tmp_path):
+    """The packing survives export: the reloaded signature runs it from the SavedModel graph."""
+    module, tokenizer = serving
+    path = export_classifier(_EchoesInputs(), tokenizer, LENGTH, None, pair=True,
+                             path=str(tmp_path / "exported"))
+    loaded = tf.saved_model.load(path)
+    pairs = [("the cat sat on the mat", "a dog sat"), ("the cat sat", "")]
+    served = loaded.signatures["serving_default"](
+        text_a=tf.constant([a for a, _ in pairs]),
+        text_b=tf.constant([b for _, b in pairs]))["score"].numpy()
+    for row, (text_a, text_b) in enumerate(pairs):
+        assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
+            (text_a, text_b)

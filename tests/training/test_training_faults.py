@@ -21,6 +21,8 @@ import tensorflow as tf
 from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
 from training import loop
 
+pytestmark = pytest.mark.slow
+
 PRETRAINING = os.path.join(REPO, "run_pretraining.py")
 
 # Runs a runner script, SIGKILLing it at `point` for step `at`:

@@ -8,6 +8,7 @@ import json
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling.config import BertConfig
@@ -17,6 +18,8 @@ from tests.training.test_input_pipeline import PREDS, SEQ, write_files
 from training.distribution import get_strategy
 from training.input_pipeline import pretraining_dataset
 from training.optimization import create_optimizer
+
+pytestmark = pytest.mark.slow
 
 
 def train_tiny_bert(strategy: tf.distribute.Strategy, pattern: str, steps: int = 6,

@@ -7,6 +7,8 @@ import pytest
 
 from data_prep.corpora import assets
 
+pytestmark = pytest.mark.assets
+
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):

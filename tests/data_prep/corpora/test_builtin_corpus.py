@@ -9,6 +9,8 @@ from data_prep.corpora import builtin_corpus
 from data_prep.corpora.builtin_corpus import (corpus_statistics, news_documents, wikipedia_documents,
                                       write_corpus)
 
+pytestmark = pytest.mark.assets
+
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):

@@ -5,6 +5,8 @@ import pytest
 from data_prep.corpora import oanc
 from data_prep.corpora.builtin_corpus import corpus_statistics, write_corpus
 
+pytestmark = pytest.mark.assets
+
 
 def test_untagged_documents_strip_tags_and_group_sentences(tmp_path):
     lines = ["It/PRP rained/VBD ./.", "", "Rates/NNS rose/VBD 1/2/CD ./.", "So/RB ?/."]

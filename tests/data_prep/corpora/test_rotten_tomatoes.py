@@ -1,7 +1,11 @@
 """The real Rotten Tomatoes snippets in the SST-2 layout, read back by the GLUE processor."""
 
+import pytest
+
 from data_prep.datasets import glue
 from data_prep.corpora import rotten_tomatoes
+
+pytestmark = pytest.mark.assets
 
 
 def test_fixed_split_in_sst2_layout():

@@ -5,6 +5,8 @@ import pytest
 from data_prep.corpora import wsj_pos
 from data_prep.corpora.wsj_pos import parse_tagged_line, read_sentences, tag_set, write_conll_dir
 
+pytestmark = pytest.mark.assets
+
 SENTENCES = max(end for _, end in wsj_pos.SPLITS.values())
 
 

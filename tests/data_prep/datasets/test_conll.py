@@ -10,6 +10,8 @@ from data_prep.datasets.conll import (Sentence, build_windows, convert_iob1_to_i
                              write_conll_predictions)
 from data_prep.text.tokenization import FullTokenizer
 
+pytestmark = pytest.mark.assets
+
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["john", "##son", "lives", "in", "paris", "."] + [f"w{i}" for i in range(40)]
 LABELS = {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3}

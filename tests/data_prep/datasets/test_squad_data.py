@@ -15,8 +15,11 @@ import pytest
 from data_prep.corpora.assets import minilm_dir
 from data_prep.datasets.squad import SquadExample, read_squad_examples, whitespace_words
 from data_prep.datasets.squad_features import (FIRST_UNIQUE_ID, convert_examples_to_features,
-                                      features_to_arrays, max_context_owners, windows)
+                                               features_to_arrays)
+from data_prep.text.sliding_windows import max_context_owners, windows
 from data_prep.text.tokenization import FullTokenizer
+
+pytestmark = pytest.mark.assets
 
 CONTEXT = ("Steve Smith's  bat (1990) was sold\tat Café Rouge.\n\n北京是中国的首都。 "
            "Москва —\u202fстолица России.")

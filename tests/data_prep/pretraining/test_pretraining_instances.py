@@ -11,6 +11,7 @@ import tensorflow as tf
 from data_prep.pretraining.instances import (InstanceOptions, VocabIds, _truncated,
                                              build_features, chunk_bounds, segment_spans)
 from data_prep.pretraining.records import serialize_examples
+from data_prep.text.sentence_pairs import pack_ids
 from training.input_pipeline import pretraining_feature_spec
 
 # A toy vocabulary: specials, then words; ids >= 150 are "##" continuation pieces.
@@ -184,6 +185,21 @@ def test_masked_lm_prob_zero_leaves_sequences_unmasked():
     for row, span in enumerate(spans.tolist()):
         tokens = original_tokens(token_ids, span, options)
         assert features["input_ids"][row][:len(tokens)].tolist() == tokens
+
+
+@pytest.mark.parametrize("next_sentence", [True, False])
+def test_unmasked_features_are_the_fine_tuning_layout(next_sentence):
+    """Pre-training and fine-tuning inputs share one layout: segments that fit pack alike."""
+    options = InstanceOptions(max_seq_length=24, dupe_factor=2, masked_lm_prob=0.0,
+                              next_sentence=next_sentence)
+    token_ids, spans, features = features_for(options)
+    firsts = [token_ids[a_start:a_stop].tolist() for a_start, a_stop, *_ in spans.tolist()]
+    seconds = [token_ids[b_start:b_stop].tolist() if next_sentence else None
+               for _, _, b_start, b_stop, _ in spans.tolist()]
+    packed = pack_ids(firsts, seconds, 24, VOCAB.cls_id, VOCAB.sep_id)
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(features[name].astype(np.int32), packed[name],
+                                      err_msg=name)
 
 
 def test_whole_word_masking_never_splits_a_word():

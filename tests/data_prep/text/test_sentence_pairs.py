@@ -1,8 +1,10 @@
-"""Packing texts into [CLS] A [SEP] B [SEP] with truncation and padding."""
+"""Packing texts into [CLS] A [SEP] B [SEP] with truncation and padding, offline and in-graph."""
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
-from data_prep.text.sentence_pairs import pack, truncate_pair
+from data_prep.text.sentence_pairs import pack, pack_ids, pack_ragged, truncate_pair
 
 VOCAB = {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3, "b": 4, "c": 5, "d": 6}
 
@@ -54,3 +56,71 @@ def test_inputs_are_not_modified():
 def test_too_short_length_is_rejected():
     with pytest.raises(ValueError, match="max_seq_length"):
         pack(["a"], None, 2, VOCAB)
+
+
+CLS, SEP = 1, 2
+
+
+def _random_examples(seed: int, max_seq_length: int, count: int = 200):
+    """Pairs, single texts (None), empty second texts, and pairs exactly at the limit."""
+    rng = np.random.default_rng(seed)
+    firsts, seconds = [], []
+    for k in range(count):
+        first = rng.integers(3, 50, rng.integers(0, 2 * max_seq_length)).tolist()
+        kind = k % 4
+        if kind == 0:
+            second = None
+        elif kind == 1:
+            second = []
+        elif kind == 2:
+            second = rng.integers(3, 50, rng.integers(0, 2 * max_seq_length)).tolist()
+        else:  # fills every position without truncation
+            first = first[:max_seq_length - 3]
+            second = rng.integers(3, 50, max_seq_length - 3 - len(first)).tolist()
+        firsts.append(first)
+        seconds.append(second)
+    return firsts, seconds
+
+
+def _reference(first, second, max_seq_length):
+    """The layout spelled out position by position, after the original's truncation."""
+    first, second, is_pair = list(first), list(second or []), bool(second)
+    if is_pair:
+        truncate_pair(first, second, max_seq_length - 3)
+        ids = [CLS, *first, SEP, *second, SEP]
+        segments = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+    else:
+        ids = [CLS, *first[:max_seq_length - 2], SEP]
+        segments = [0] * len(ids)
+    padding = [0] * (max_seq_length - len(ids))
+    return ids + padding, [1] * len(ids) + padding, segments + padding
+
+
+@pytest.mark.parametrize("max_seq_length", [3, 4, 7, 12])
+def test_pack_ids_builds_the_layout_of_each_example(max_seq_length):
+    firsts, seconds = _random_examples(max_seq_length, max_seq_length)
+    packed = pack_ids(firsts, seconds, max_seq_length, CLS, SEP)
+    for row, (first, second) in enumerate(zip(firsts, seconds)):
+        got = [packed[key][row].tolist() for key in ("input_ids", "input_mask", "segment_ids")]
+        assert got == list(_reference(first, second, max_seq_length)), (first, second)
+
+
+@pytest.mark.parametrize("max_seq_length", [3, 4, 7, 12])
+def test_in_graph_packer_matches_pack_ids(max_seq_length):
+    """What serving computes equals what training was fed, truncation included."""
+    firsts, seconds = _random_examples(100 + max_seq_length, max_seq_length)
+    expected = pack_ids(firsts, seconds, max_seq_length, CLS, SEP)
+    ragged_a = tf.ragged.constant(firsts, dtype=tf.int64, ragged_rank=1)
+    ragged_b = tf.ragged.constant([second or [] for second in seconds], dtype=tf.int64,
+                                  ragged_rank=1)
+    served = pack_ragged(ragged_a, ragged_b, max_seq_length, CLS, SEP)
+    singles = pack_ragged(ragged_a, None, max_seq_length, CLS, SEP)
+    expected_singles = pack_ids(firsts, [None] * len(firsts), max_seq_length, CLS, SEP)
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(served[key].numpy(), expected[key], err_msg=key)
+        np.testing.assert_array_equal(singles[key].numpy(), expected_singles[key], err_msg=key)
+
+
+def test_pack_ids_rejects_unequal_segment_lists():
+    with pytest.raises(ValueError, match="2 first segments but 1 second"):
+        pack_ids([[3], [4]], [None], 8, CLS, SEP)

@@ -22,6 +22,8 @@ from data_prep.text.normalization import split_words
 from data_prep.text.tokenization import PRETRAINING_TOKENS, FullTokenizer
 from tests.fixtures import GOLDEN
 
+pytestmark = pytest.mark.assets
+
 CASES = {"uncased": True, "cased": False}
 # The original's unit-test vocabulary: its examples' pieces, and no [MASK].
 SMALL_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing",

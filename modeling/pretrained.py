@@ -1,0 +1,121 @@
+"""A model and its tokenizer from one folder, whoever wrote it.
+
+Three kinds of folder hold a BERT: Google's releases (`bert_config.json`,
+`vocab.txt`, `bert_model.ckpt`), Hugging Face's (`config.json`, `vocab.txt`,
+`tokenizer_config.json`, `model.safetensors`) and this project's runs (a
+pre-training or fine-tuning `--output_dir` with `bert_config.json` and
+`vocab.txt`, or its `export/` folder, whose config and vocabulary sit one
+level up). Which checkpoint a folder stands for is decided by
+`modeling.checkpoints`, so these functions only find the config and the
+vocabulary beside it and agree with the runners' `--init_checkpoint`.
+
+Casing matters as much as the weights: an uncased model fed cased pieces
+sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
+`tokenizer_config.json`, Google's folder names (`uncased_L-12_...`,
+`cased_L-12_...`), and last the vocabulary itself, since lowercasing leaves
+no capital letter in an uncased vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import keras
+
+from data_prep.text.tokenization import FullTokenizer, load_vocab
+from modeling.checkpoints import load_weights
+from modeling.config import BertConfig, ConfigError
+from modeling.encoder import BertEncoder
+
+CONFIG_FILES = ("bert_config.json", "config.json")
+VOCAB_FILE = "vocab.txt"
+_CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(BertConfig))
+
+ModelT = TypeVar("ModelT", bound=keras.Model)
+
+
+def load_config(path: str | os.PathLike, **overrides: Any) -> BertConfig:
+    """The BertConfig beside a checkpoint, with `overrides` (e.g. dropout) applied."""
+    config = BertConfig.from_json_file(_find_beside(path, CONFIG_FILES, "config"))
+    return config.replace(**overrides) if overrides else config
+
+
+def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
+                    config: BertConfig | None = None, **kwargs: Any) -> ModelT:
+    """Builds `model_class` (the encoder or any task model) and fills it from `path`.
+
+    `kwargs` that name a BertConfig field override the folder's config
+    (`hidden_dropout_prob=0.2`); the rest go to the model (`num_labels=2`,
+    `dtype="mixed_bfloat16"`). Weights the checkpoint lacks, such as a new
+    classifier, keep their initialization, as in fine-tuning; a checkpoint
+    that fits none of the model's weights or whose shapes differ is an error.
+    """
+    overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _CONFIG_FIELDS}
+    if config is None:
+        config = load_config(path, **overrides)
+    elif overrides:
+        config = config.replace(**overrides)
+    model = model_class(config, **kwargs)
+    load_weights(model, path)
+    return model
+
+
+def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:
+    """The pre-trained encoder in `path`; `kwargs` as for `load_task_model`."""
+    return load_task_model(BertEncoder, path, **kwargs)
+
+
+def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -> FullTokenizer:
+    """The WordPiece tokenizer for the model in `path`, cased or uncased as it was trained."""
+    vocab_file = _find_beside(path, (VOCAB_FILE,), "vocabulary")
+    if do_lower_case is None:
+        do_lower_case = _casing(vocab_file)
+    return FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
+
+
+def _candidate_folders(path: str | os.PathLike) -> list[Path]:
+    """The folder a checkpoint path stands for, then its parent (a run's `export/`)."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    return [folder, folder.parent]
+
+
+def _find_beside(path: str | os.PathLike, names: tuple[str, ...], what: str) -> Path:
+    folders = _candidate_folders(path)
+    for folder in folders:
+        for name in names:
+            if (folder / name).is_file():
+                return folder / name
+    raise ConfigError(f"{path}: no {what} file ({' or '.join(names)}) in "
+                      f"{' or '.join(str(folder) for folder in folders)}")
+
+
+def _casing(vocab_file: Path) -> bool:
+    """Whether the model in `vocab_file`'s folder lowercases its input."""
+    settings = vocab_file.parent / "tokenizer_config.json"
+    if settings.is_file():
+        try:
+            values = json.loads(settings.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{settings}: invalid JSON at line {error.lineno}: "
+                              f"{error.msg}") from None
+        if isinstance(values, dict) and isinstance(values.get("do_lower_case"), bool):
+            return values["do_lower_case"]
+    for folder in _candidate_folders(vocab_file):
+        name = folder.name.lower()
+        if "uncased" in name:
+            return True
+        if "cased" in name:
+            return False
+    return not any(_has_capital(token) for token in load_vocab(str(vocab_file)))
+
+
+def _has_capital(token: str) -> bool:
+    """A capital letter outside the bracketed special tokens ([CLS], [unused0])."""
+    if token.startswith("[") and token.endswith("]"):
+        return False
+    return any(character.isupper() for character in token)

@@ -1,0 +1,261 @@
+"""Sentence(-pair) classification, regression and multiple choice: GLUE, SWAG, your own TSV.
+
+The paper's recipe (Section 4.1): for each learning rate and each restart
+(different data order and classifier initialization), fine-tune and score
+on dev; keep the best. A run whose loss stops being finite is listed as
+`diverged at step N` and never chosen; if every run diverges, nothing is
+saved and the task fails. The best run's dev scores are the evaluation
+results: dev is predicted once per run, never again after the sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import keras
+import numpy as np
+from absl import logging
+
+from data_prep.datasets import glue, swag
+from evaluation import glue as glue_metrics
+from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
+                                  regression_loss)
+from training import cli, finetuning, loop
+from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_non_negative
+from training.serving import export_classifier
+
+KINDS = ("classification", "regression", "multiple_choice")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationTask:
+    """Which task, where its files are, the sweep, and what to do."""
+
+    task_name: str  # a GLUE task, swag, or tsv
+    data_dir: str  # the task's files in their distributed layout
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    learning_rates: tuple[float, ...] = ()  # the sweep (default: the optimization's rate)
+    num_restarts: int = 1  # runs per learning rate, with different seeds
+    causal: bool = False  # left-to-right model: causal attention, last-token classifier
+    lm_aux_weight: float = 0.0  # GPT's auxiliary LM loss weight (with causal)
+    wnli_majority_class: bool = False  # submit WNLI's majority class, as the paper
+    export_saved_model: bool = True  # a SavedModel taking raw strings
+    tsv_text_a_column: str | None = None
+    tsv_text_b_column: str | None = None
+    tsv_label_column: str | None = None
+    tsv_labels: tuple[str, ...] | None = None  # default: the training file's labels
+    tsv_has_header: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("task_name", "data_dir"):
+            if not getattr(self, name):
+                raise ValueError(f"--{name} is required")
+        if self.num_restarts < 1:
+            raise ValueError(f"--num_restarts must be positive, got {self.num_restarts}")
+        check_non_negative("lm_aux_weight", self.lm_aux_weight)
+        for rate in self.learning_rates:
+            if not (math.isfinite(rate) and rate > 0):
+                raise ValueError(f"--learning_rates: every rate must be positive, got {rate}")
+
+
+@dataclasses.dataclass
+class ClassificationData:
+    """A task's arrays, and the examples they came from (for submissions)."""
+
+    name: str  # the GLUE name, or SWAG
+    kind: str  # one of KINDS
+    labels: list[str] | None  # None for regression and multiple choice
+    pair: bool  # two texts per example
+    train: dict[str, np.ndarray] | None
+    train_examples: list
+    dev: dict[str, tuple[dict, list]]  # dev set name -> (arrays, examples)
+    test: dict[str, tuple[dict, list]]  # submission file stem -> (arrays, examples)
+
+
+@dataclasses.dataclass
+class SweepRun:
+    learning_rate: float
+    restart: int
+    score: float
+    scores: dict[str, float]
+    status: str
+
+
+def read_data(task: ClassificationTask, tokenizer, max_seq_length: int) -> ClassificationData:
+    """The splits the actions need, converted to arrays."""
+    if task.task_name.lower() == "swag":
+        def read(name: str, has_label: bool) -> list:
+            return swag.read_swag(os.path.join(task.data_dir, name), has_label)
+
+        def mc_arrays(examples: list) -> dict:
+            return swag.convert_multiple_choice(examples, tokenizer, max_seq_length)
+
+        train = read("train.csv", True) if task.do_train else []
+        dev = {"dev": read("val.csv", True)} if task.do_eval else {}
+        test = {"SWAG": read("test.csv", False)} if task.do_predict else {}
+        return ClassificationData(
+            name="SWAG", kind="multiple_choice", labels=None, pair=True,
+            train=mc_arrays(train) if train else None, train_examples=train,
+            dev={k: (mc_arrays(v), v) for k, v in dev.items()},
+            test={k: (mc_arrays(v), v) for k, v in test.items()})
+    processor = glue.get_processor(
+        task.task_name, tsv_text_a_column=task.tsv_text_a_column,
+        tsv_text_b_column=task.tsv_text_b_column, tsv_label_column=task.tsv_label_column,
+        tsv_labels=list(task.tsv_labels) if task.tsv_labels else None,
+        tsv_has_header=task.tsv_has_header)
+    train = processor.train_examples(task.data_dir) if task.do_train else []
+    dev = processor.dev_sets(task.data_dir) if task.do_eval else {}
+    test = processor.test_sets(task.data_dir) if task.do_predict else {}
+    labels = processor.labels  # known once a split is read (tsv takes them from train)
+
+    def arrays(examples: list, what: str) -> dict:
+        converted = glue.convert_examples(examples, tokenizer, max_seq_length, labels)
+        if converted.num_truncated:
+            logging.info("%s: %d of %d examples truncated to %d tokens", what,
+                         converted.num_truncated, len(examples), max_seq_length)
+        return converted.features
+
+    sample = next(iter([*train, *[e for v in dev.values() for e in v]]), None)
+    return ClassificationData(
+        name=processor.name, kind="regression" if labels is None else "classification",
+        labels=labels, pair=sample is not None and sample.text_b is not None,
+        train=arrays(train, "train") if train else None, train_examples=train,
+        dev={k: (arrays(v, k), v) for k, v in dev.items()},
+        test={k: (arrays(v, k), v) for k, v in test.items()})
+
+
+def build_model(setup: finetuning.Setup, data: ClassificationData, task: ClassificationTask,
+                init_checkpoint: str | None) -> keras.Model:
+    def model_fn() -> keras.Model:
+        if data.kind == "multiple_choice":
+            return BertMultipleChoice(setup.config)
+        return BertClassifier(setup.config, num_labels=len(data.labels or [None]),
+                              causal=task.causal, lm_aux_weight=task.lm_aux_weight)
+
+    return finetuning.build_model(setup.strategy, model_fn, init_checkpoint)
+
+
+def loss(data: ClassificationData) -> loop.LossFunction:
+    return regression_loss if data.kind == "regression" else classification_loss
+
+
+def score(data: ClassificationData, model: keras.Model, batch_size: int) -> dict[str, float]:
+    """Dev metrics, prefixed by the dev set's name when there are several (MNLI)."""
+    results = {}
+    for name, (arrays, _) in data.dev.items():
+        predictions = finetuning.predict(model, arrays, batch_size)
+        metric_task = "swag" if data.kind == "multiple_choice" else data.name
+        metrics = glue_metrics.compute_metrics(metric_task, predictions, arrays["label_ids"])
+        metrics["score"] = (metrics["accuracy"] if data.kind == "multiple_choice"
+                            else glue_metrics.glue_score(metric_task, metrics))
+        prefix = "eval" if len(data.dev) == 1 else name
+        results.update({f"{prefix}_{key}": value for key, value in metrics.items()})
+    return results
+
+
+def sweep(setup: finetuning.Setup, data: ClassificationData, task: ClassificationTask,
+          files: ModelFiles, run: RunConfig, optimization: OptimizationConfig
+          ) -> tuple[keras.Model, list[SweepRun], SweepRun]:
+    """Fine-tunes every (learning rate, restart); returns the best model, every run, the best.
+
+    A run that diverges is listed as such and never chosen: its weights are
+    NaN, and a too-high rate in a sweep should cost one row, not the sweep.
+    """
+    rates = task.learning_rates or (optimization.learning_rate,)
+    grid = [(rate, restart) for rate in rates for restart in range(task.num_restarts)]
+    best, runs = None, []
+    for rate, restart in grid:
+        run_dir = run.output_dir if len(grid) == 1 else os.path.join(
+            run.output_dir, "runs", f"lr{rate:g}_restart{restart}")
+        keras.utils.set_random_seed(run.random_seed + restart)
+        model = build_model(setup, data, task, files.init_checkpoint)
+        try:
+            finetuning.train(model, setup.strategy, data.train, loss(data),
+                             dataclasses.replace(optimization, learning_rate=rate), run,
+                             run_dir, seed=run.random_seed + restart)
+        except loop.TrainingDiverged as error:
+            if len(grid) == 1:
+                raise
+            runs.append(SweepRun(rate, restart, math.nan, {}, f"diverged at step {error.step}"))
+            logging.warning("learning rate %g, restart %d: %s", rate, restart, error)
+            continue
+        scores = score(data, model, run.eval_batch_size) if data.dev else {}
+        mean = float(np.mean([v for k, v in scores.items() if k.endswith("_score")])) \
+            if scores else 0.0
+        runs.append(SweepRun(rate, restart, mean, scores, "finished"))
+        logging.info("learning rate %g, restart %d: dev score %.4f", rate, restart, mean)
+        if best is None or mean > best[1].score:
+            best = (model, runs[-1])
+    if best is None:
+        write_sweep_table(run.output_dir, runs, None)
+        listed = ", ".join(f"{r.learning_rate:g} (restart {r.restart}) {r.status}" for r in runs)
+        raise ValueError(f"every run of the sweep diverged: {listed}; see "
+                         f"{os.path.join(run.output_dir, 'sweep_results.tsv')} and pass "
+                         "lower --learning_rates")
+    return best[0], runs, best[1]
+
+
+def write_sweep_table(output_dir: str, runs: list[SweepRun], chosen: SweepRun | None) -> None:
+    """`sweep_results.tsv`: one row per run with its dev scores; the chosen one starred."""
+    keys = sorted({key for r in runs for key in r.scores})
+    lines = ["\t".join(["learning_rate", "restart", "dev_score", *keys, "status", "chosen"])]
+    for r in runs:
+        lines.append("\t".join([f"{r.learning_rate:g}", str(r.restart), f"{r.score:.4f}",
+                                *(f"{r.scores.get(key, float('nan')):.4f}" for key in keys),
+                                r.status, "*" if r is chosen else ""]))
+    cli.write_text_atomically(os.path.join(output_dir, "sweep_results.tsv"),
+                              "\n".join(lines) + "\n")
+
+
+def write_submissions(data: ClassificationData, model: keras.Model, task: ClassificationTask,
+                      output_dir: str, batch_size: int) -> None:
+    """`submission/<stem>.tsv`: GLUE's server layout, or SWAG's `id<TAB>prediction`."""
+    folder = os.path.join(output_dir, "submission")
+    for stem, (arrays, examples) in data.test.items():
+        predictions = finetuning.predict(model, arrays, batch_size)
+        if data.kind == "multiple_choice":
+            rows = ["id\tprediction"] + [f"{example.guid}\t{int(choice)}" for example, choice
+                                         in zip(examples, predictions.argmax(-1))]
+            cli.write_text_atomically(os.path.join(folder, f"{stem}.tsv"),
+                                      "\n".join(rows) + "\n")
+        else:
+            majority = (glue.majority_class(data.train_examples)
+                        if stem == "WNLI" and task.wnli_majority_class else None)
+            glue.write_submission(folder, stem, predictions, data.labels,
+                                  indices=[example.guid for example in examples],
+                                  majority_label=majority)
+        logging.info("Wrote %s/%s.tsv (%d rows)", folder, stem, len(examples))
+
+
+def run(task: ClassificationTask, files: ModelFiles, run_config: RunConfig,
+        optimization: OptimizationConfig, setup: finetuning.Setup | None = None
+        ) -> tuple[keras.Model, dict[str, float]]:
+    """Trains (the sweep), evaluates and predicts as `task` asks; returns the model and scores."""
+    setup = setup or finetuning.setup(files, run_config)
+    output_dir = run_config.output_dir
+    data = read_data(task, setup.tokenizer, run_config.max_seq_length)
+    results = {}
+    if task.do_train:
+        model, runs, chosen = sweep(setup, data, task, files, run_config, optimization)
+        write_sweep_table(output_dir, runs, chosen)
+        finetuning.save_model_files(model, setup.config, files, output_dir)
+        results = chosen.scores
+    else:
+        model = build_model(setup, data, task, files.init_checkpoint)
+        if task.do_eval:
+            results = score(data, model, run_config.eval_batch_size)
+    if task.do_eval:
+        cli.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
+        for key, value in sorted(results.items()):
+            logging.info("  %s = %.4f", key, value)
+    if task.do_predict:
+        write_submissions(data, model, task, output_dir, run_config.predict_batch_size)
+    if task.do_train and task.export_saved_model and data.kind != "multiple_choice":
+        path = export_classifier(model, setup.tokenizer, run_config.max_seq_length, data.labels,
+                                 data.pair, os.path.join(output_dir, "saved_model"))
+        logging.info("Exported %s (serving signature takes raw strings)", path)
+    return model, results

@@ -1,0 +1,142 @@
+"""BERT's per-token hidden states for lines of text, as the original `extract_features.py`.
+
+Each input line is one text, or a pair written `text_a ||| text_b`; each
+output line is `{"linex_index": i, "features": [{"token": t, "layers":
+[{"index": -1, "values": [...]}, ...]}, ...]}` with one entry per WordPiece
+token, [CLS] and [SEP] included. Layer indices count encoder layers, so -1
+is the last transformer block (the embedding output is not a layer here,
+as in the original).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import re
+from typing import Iterator
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from data_prep.text.sentence_pairs import pack
+from data_prep.text.text_files import read_utf8_lines
+from data_prep.text.tokenization import FullTokenizer
+from modeling.checkpoints import load_weights
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from training.atomic import atomic_open
+from training.configs import ModelFiles, check_positive, check_sequence_length
+
+_PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureExtraction:
+    """What to read, what to write, and which layers."""
+
+    input_file: str  # one text, or `text_a ||| text_b`, per line
+    output_file: str  # JSON lines
+    layers: str = "-1,-2,-3,-4"  # comma-separated encoder layer indices
+    max_seq_length: int = 128  # packed length; longer texts are truncated
+    batch_size: int = 32  # texts per forward pass
+
+    def __post_init__(self) -> None:
+        for name in ("input_file", "output_file"):
+            if not getattr(self, name):
+                raise ValueError(f"--{name} is required")
+        check_positive("max_seq_length", self.max_seq_length)
+        check_positive("batch_size", self.batch_size)
+
+
+def parse_line(line: str) -> tuple[str, str | None]:
+    """Splits `text_a ||| text_b` into its two texts; a plain line is text_a alone."""
+    match = _PAIR_SEPARATOR.match(line)
+    if match:
+        return match.group(1), match.group(2)
+    return line, None
+
+
+def parse_layer_indices(spec: str, num_layers: int) -> list[int]:
+    """Reads the --layers list and checks every index names an existing layer."""
+    try:
+        indices = [int(part) for part in spec.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--layers must be comma-separated integers, got {spec!r}") from None
+    if not indices:
+        raise ValueError("--layers is empty")
+    for index in indices:
+        if not -num_layers <= index < num_layers:
+            raise ValueError(f"--layers index {index} is out of range for a model with "
+                             f"{num_layers} layers")
+    return indices
+
+
+def read_texts(path: str) -> list[tuple[str, str | None]]:
+    """Reads the input file; a line that is not UTF-8 is an error naming file and line."""
+    return [parse_line(line.strip()) for line in read_utf8_lines(path)]
+
+
+def feature_records(texts: list[tuple[str, str | None]], tokenizer: FullTokenizer,
+                    encoder: BertEncoder, layer_indices: list[int], max_seq_length: int,
+                    batch_size: int) -> Iterator[dict]:
+    """Yields one output record per input text, in input order."""
+    @tf.function(reduce_retracing=True)
+    def hidden_states(input_ids, input_mask, segment_ids):
+        outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
+                           "segment_ids": segment_ids}, training=False)
+        layers = outputs["hidden_states"][1:]  # encoder layers only, as the original
+        return tf.stack([layers[i] for i in layer_indices], axis=0)
+
+    progress = keras.utils.Progbar(len(texts), unit_name="text")
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start:start + batch_size]
+        firsts = tokenizer.tokenize_many([a for a, _ in batch])
+        seconds = iter(tokenizer.tokenize_many([b for _, b in batch if b is not None]))
+        packed = [pack(first, next(seconds) if b is not None else None, max_seq_length,
+                       tokenizer.vocab) for first, (_, b) in zip(firsts, batch)]
+        arrays = [np.array([getattr(p, field) for p in packed], dtype=np.int32)
+                  for field in ("input_ids", "input_mask", "segment_ids")]
+        values = hidden_states(*arrays).numpy()  # [layers, batch, seq, hidden]
+        for offset, example in enumerate(packed):
+            features = []
+            for position, token in enumerate(example.tokens):
+                layers = [collections.OrderedDict(
+                    [("index", layer_index),
+                     ("values", [round(float(x), 6) for x in values[j, offset, position]])])
+                    for j, layer_index in enumerate(layer_indices)]
+                features.append(collections.OrderedDict([("token", token), ("layers", layers)]))
+            yield collections.OrderedDict([("linex_index", start + offset),
+                                           ("features", features)])
+        progress.add(len(batch))
+
+
+def run(files: ModelFiles, extraction: FeatureExtraction) -> int:
+    """Writes the features of every input text (whole or not at all); returns the count."""
+    for name in ("bert_config_file", "init_checkpoint", "vocab_file"):
+        if not getattr(files, name):
+            raise ValueError(f"--{name} is required")
+    config = BertConfig.from_json_file(files.bert_config_file)
+    check_sequence_length(extraction.max_seq_length, config.max_position_embeddings,
+                          files.bert_config_file)
+    layer_indices = parse_layer_indices(extraction.layers, config.num_hidden_layers)
+    tokenizer = FullTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
+    texts = read_texts(extraction.input_file)
+
+    encoder = BertEncoder(config, output_hidden_states=True)
+    report = load_weights(encoder, files.init_checkpoint)
+    if report.missing:
+        raise ValueError(f"{files.init_checkpoint} lacks encoder weights: "
+                         f"{', '.join(sorted(report.missing))}")
+    logging.info(report.summary())
+
+    os.makedirs(os.path.dirname(os.path.abspath(extraction.output_file)), exist_ok=True)
+    with atomic_open(extraction.output_file) as writer:
+        for record in feature_records(texts, tokenizer, encoder, layer_indices,
+                                      extraction.max_seq_length, extraction.batch_size):
+            writer.write(json.dumps(record) + "\n")
+    logging.info("Wrote features of %d texts to %s", len(texts), extraction.output_file)
+    return len(texts)

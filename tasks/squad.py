@@ -1,0 +1,148 @@
+"""SQuAD v1.1 / v2.0 question answering (Sections 4.2-4.3): fine-tune, predict, score.
+
+The question and a window of the context are packed as `[CLS] question
+[SEP] context [SEP]`; a start vector and an end vector score every token.
+Contexts longer than a window are read in windows `doc_stride` tokens
+apart. For v2.0 a question is answered "" when the null score beats the
+best span by more than `null_score_diff_threshold`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import keras
+from absl import logging
+
+from data_prep.datasets.squad import SquadExample, read_squad_examples
+from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
+                                               features_to_arrays)
+from evaluation.squad import evaluate_v1, evaluate_v2, load_json
+from evaluation.squad_predictions import RawResult, compute_predictions, write_prediction_files
+from modeling.task_models import BertSpanModel, span_loss
+from training import cli, finetuning
+from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
+                              check_positive)
+
+_LOGGED_WINDOWS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadTask:
+    """The files, the windowing and answer search, and what to do."""
+
+    train_file: str | None = None  # SQuAD JSON for training
+    predict_file: str | None = None  # SQuAD JSON to predict (and score with do_eval)
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    version_2_with_negative: bool = False  # SQuAD 2.0: questions may have no answer
+    doc_stride: int = 128  # tokens between the starts of a context's windows
+    max_query_length: int = 64  # question tokens kept
+    n_best_size: int = 20  # start and end candidates per window
+    max_answer_length: int = 30  # longest answer in WordPiece tokens
+    null_score_diff_threshold: float = 0.0  # v2.0: answer "" above this
+    verbose_logging: bool = False  # log the first windows of each file
+    bilstm_units: int = 0  # units per direction of a BiLSTM before the span layer (0: none)
+
+    def __post_init__(self) -> None:
+        if self.do_train and not self.train_file:
+            raise ValueError("--do_train needs --train_file")
+        if (self.do_predict or self.do_eval) and not self.predict_file:
+            raise ValueError("--do_predict and --do_eval need --predict_file")
+        for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+            check_positive(name, getattr(self, name))
+        check_non_negative("bilstm_units", self.bilstm_units)
+
+
+def read_data(task: SquadTask, path: str, tokenizer, max_seq_length: int, is_training: bool
+              ) -> tuple[list[SquadExample], list[InputFeatures]]:
+    """(examples, windows) of one SQuAD file."""
+    examples, report = read_squad_examples(path, is_training, task.version_2_with_negative)
+    logging.info(report.summary())
+    features = convert_examples_to_features(examples, tokenizer, max_seq_length,
+                                            task.doc_stride, task.max_query_length, is_training)
+    logging.info("%s: %d questions in %d windows of %d tokens", path, len(examples),
+                 len(features), max_seq_length)
+    if task.verbose_logging:
+        for feature in features[:_LOGGED_WINDOWS]:
+            example = examples[feature.example_index]
+            target = ("" if feature.start_position is None else
+                      f" target {feature.start_position}-{feature.end_position}"
+                      f"{' (impossible)' if feature.is_impossible else ''}")
+            logging.info("%s window %d (unique_id %d)%s: %s", example.qas_id,
+                         feature.doc_span_index, feature.unique_id, target,
+                         " ".join(feature.tokens))
+    return examples, features
+
+
+def build_model(setup: finetuning.Setup, task: SquadTask, files: ModelFiles) -> keras.Model:
+    return finetuning.build_model(
+        setup.strategy, lambda: BertSpanModel(setup.config, bilstm_units=task.bilstm_units),
+        files.init_checkpoint)
+
+
+def write_outputs(model: keras.Model, task: SquadTask, examples: list[SquadExample],
+                  features: list[InputFeatures], do_lower_case: bool, run: RunConfig
+                  ) -> tuple[dict[str, str], dict[str, float]]:
+    """Writes the prediction files; returns (answers, null odds (v2.0)) for scoring."""
+    arrays = features_to_arrays(features)
+    outputs = finetuning.predict(model, arrays, run.predict_batch_size)
+    results = [RawResult(int(unique_id), start, end) for unique_id, start, end
+               in zip(arrays["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
+    predictions, nbest, null_odds = compute_predictions(
+        examples, features, results, task.n_best_size, task.max_answer_length,
+        do_lower_case, task.version_2_with_negative, task.null_score_diff_threshold)
+    write_prediction_files(run.output_dir, predictions, nbest, null_odds)
+    empty = sum(1 for text in predictions.values() if not text)
+    logging.info("Wrote answers to %d questions (%d of them empty) in %s", len(predictions),
+                 empty, run.output_dir)
+    return predictions, null_odds
+
+
+def score(task: SquadTask, predictions: dict[str, str],
+          null_odds: dict[str, float]) -> dict[str, float]:
+    """The official metrics of the predictions against `task.predict_file`."""
+    dataset = load_json(task.predict_file, "--predict_file")
+    if not task.version_2_with_negative:
+        try:
+            return evaluate_v1(dataset, predictions)
+        except ValueError as error:  # a v2.0 file: unanswerable questions have no answers
+            raise ValueError(f"{task.predict_file}: {error}; for SQuAD 2.0 pass "
+                             "--version_2_with_negative") from None
+    # Thresholding at the task's value leaves predictions.json's answers as they are.
+    return dict(evaluate_v2(dataset, predictions, null_odds,
+                            na_prob_thresh=task.null_score_diff_threshold))
+
+
+def run(task: SquadTask, files: ModelFiles, run_config: RunConfig,
+        optimization: OptimizationConfig, setup: finetuning.Setup | None = None
+        ) -> dict[str, float]:
+    """Trains, predicts and scores as `task` asks; returns the scores (empty without do_eval)."""
+    setup = setup or finetuning.setup(files, run_config)
+    length = run_config.max_seq_length
+    if task.do_train:  # read before the model is built: a bad file fails fast
+        train_arrays = features_to_arrays(read_data(task, task.train_file, setup.tokenizer,
+                                                    length, is_training=True)[1])
+        del train_arrays["unique_ids"]
+    if task.do_predict or task.do_eval:
+        examples, features = read_data(task, task.predict_file, setup.tokenizer, length,
+                                       is_training=False)
+    keras.utils.set_random_seed(run_config.random_seed)
+    model = build_model(setup, task, files)
+    if task.do_train:
+        finetuning.train(model, setup.strategy, train_arrays, span_loss, optimization,
+                         run_config, run_config.output_dir, seed=run_config.random_seed)
+        finetuning.save_model_files(model, setup.config, files, run_config.output_dir)
+    if not (task.do_predict or task.do_eval):
+        return {}
+    predictions, null_odds = write_outputs(model, task, examples, features,
+                                           setup.tokenizer.do_lower_case, run_config)
+    results = {}
+    if task.do_eval:
+        results = score(task, predictions, null_odds)
+        cli.write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
+        for key, value in sorted(results.items()):
+            logging.info("  %s = %s", key, value)
+    return results

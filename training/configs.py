@@ -1,0 +1,165 @@
+"""What a training run needs to know, as typed values instead of global flags.
+
+The runners build these from their flags; a notebook, a test or an
+experiment driver builds them directly. Each refuses a value the flags
+would refuse, with the same message naming the flag, so the Python API
+cannot start a run that exits 0 with an untrained or wrong model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import tensorflow as tf
+
+from training import distribution
+from training.distribution import PRECISIONS, STRATEGIES
+from training.optimization import OPTIMIZER_TYPES
+
+
+def check_positive(name: str, value: float) -> None:
+    """A zero or negative size, rate or count would train nothing while reporting success."""
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--{name} must be positive, got {value}")
+
+
+def check_non_negative(name: str, value: float) -> None:
+    """NaN and infinity fail here too: a float flag parses "nan" and "inf"."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"--{name} must be 0 or positive, got {value}")
+
+
+def check_fraction(name: str, value: float) -> None:
+    """A share outside [0, 1] gives a schedule that never peaks or never ends warming up."""
+    if not 0 <= value <= 1:
+        raise ValueError(f"--{name} must be in [0, 1], got {value}")
+
+
+def check_sequence_length(max_seq_length: int, max_position_embeddings: int,
+                          config_file: str) -> None:
+    """Position embeddings end at `max_position_embeddings`; longer inputs index past them."""
+    if max_seq_length > max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds "
+                         f"max_position_embeddings={max_position_embeddings} of {config_file}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """The pre-trained model a run starts from."""
+
+    bert_config_file: str  # Google bert_config.json or Hugging Face config.json
+    vocab_file: str | None = None  # WordPiece vocabulary (needed to tokenize text)
+    do_lower_case: bool = True  # lowercase and strip accents (uncased models)
+    init_checkpoint: str | None = None  # Google, Hugging Face or own checkpoint; None: random
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizationConfig:
+    """The optimizer and its warmup-then-linear-decay schedule.
+
+    The length of training is either `num_train_steps` optimizer updates
+    (pre-training) or `num_train_epochs` passes over the data (fine-tuning),
+    with warmup given as updates or as a share of them.
+    """
+
+    learning_rate: float = 5e-5  # peak learning rate
+    optimizer: str = "adamw"  # adamw (the original) or lamb
+    gradient_accumulation_steps: int = 1  # micro-batches averaged per update
+    num_train_steps: int | None = None  # updates; None: from num_train_epochs
+    num_warmup_steps: int | None = None  # warmup updates; None: from warmup_proportion
+    num_train_epochs: float | None = 3.0  # passes over the data when num_train_steps is None
+    warmup_proportion: float = 0.1  # share of the updates with linear warmup
+
+    def __post_init__(self) -> None:
+        check_positive("learning_rate", self.learning_rate)
+        if self.optimizer not in OPTIMIZER_TYPES:
+            raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZER_TYPES)}, "
+                             f"got {self.optimizer!r}")
+        if self.gradient_accumulation_steps < 1:
+            raise ValueError("--gradient_accumulation_steps must be positive, got "
+                             f"{self.gradient_accumulation_steps}")
+        if self.num_train_steps is not None:
+            check_positive("num_train_steps", self.num_train_steps)
+        if self.num_warmup_steps is not None:
+            check_non_negative("num_warmup_steps", self.num_warmup_steps)
+        if self.num_train_epochs is not None:
+            check_positive("num_train_epochs", self.num_train_epochs)
+        check_fraction("warmup_proportion", self.warmup_proportion)
+
+    def schedule(self, examples: int | None, batch_size: int) -> tuple[int, int]:
+        """(updates, warmup updates): fixed steps, or epochs over `examples` in `batch_size`."""
+        if self.num_train_steps is not None:
+            updates = self.num_train_steps
+        elif self.num_train_epochs is not None and examples is not None:
+            updates = max(1, int(examples / batch_size * self.num_train_epochs))
+        else:
+            raise ValueError("neither --num_train_steps nor --num_train_epochs says how long "
+                             "to train")
+        warmup = (self.num_warmup_steps if self.num_warmup_steps is not None
+                  else int(updates * self.warmup_proportion))
+        return updates, warmup
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Where a run writes, how it batches, and how often it saves and reports."""
+
+    output_dir: str  # checkpoints, logs and results
+    max_seq_length: int = 128  # packed sequence length
+    train_batch_size: int = 32  # examples per optimizer update
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    save_checkpoints_steps: int = 1000  # updates between checkpoints
+    keep_checkpoint_max: int = 5  # checkpoints kept
+    log_every: int = 100  # updates between progress lines and TensorBoard points
+    iterations_per_loop: int | None = None  # steps per tf.function call; None: as often as due
+    random_seed: int = 12345  # input order, dropout and initialization
+    dtype: str = "float32"  # compute precision; mixed_float16 adds loss scaling
+    jit_compile: bool = False  # compile the training step with XLA
+
+    def __post_init__(self) -> None:
+        for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
+                     "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
+                     "log_every"):
+            check_positive(name, getattr(self, name))
+        if self.iterations_per_loop is not None:
+            check_positive("iterations_per_loop", self.iterations_per_loop)
+        if self.dtype not in PRECISIONS:
+            raise ValueError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
+
+
+def check_batch_split(run: RunConfig, optimization: OptimizationConfig) -> None:
+    """Micro-batches must split the batch exactly: a floored split would train on a smaller one."""
+    batch, accumulation = run.train_batch_size, optimization.gradient_accumulation_steps
+    if batch % accumulation:
+        raise ValueError(f"--train_batch_size={batch} is not divisible by "
+                         f"--gradient_accumulation_steps={accumulation}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributionConfig:
+    """Which devices train: the tf.distribute strategy and how to reach them."""
+
+    distribution_strategy: str = "one_device"  # see training.distribution.STRATEGIES
+    num_gpus: int = 0  # GPUs for one_device / mirrored
+    tpu: str | None = None  # TPU name or gRPC address with distribution_strategy=tpu
+    tpu_timeout_s: int = 120  # give up connecting to the TPU after this long
+    cpu_replicas: int = 0  # logical CPU devices, to try `mirrored` without GPUs
+
+    def __post_init__(self) -> None:
+        if self.distribution_strategy not in STRATEGIES:
+            raise ValueError(f"--distribution_strategy must be one of {', '.join(STRATEGIES)}, "
+                             f"got {self.distribution_strategy!r}")
+        check_positive("tpu_timeout_s", self.tpu_timeout_s)
+        check_non_negative("num_gpus", self.num_gpus)
+        check_non_negative("cpu_replicas", self.cpu_replicas)
+
+    def strategy(self) -> tf.distribute.Strategy:
+        """The strategy; call before any other TensorFlow work (collectives, logical CPUs)."""
+        if self.cpu_replicas:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * self.cpu_replicas)
+        return distribution.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu,
+                                         self.tpu_timeout_s)

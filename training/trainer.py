@@ -1,0 +1,107 @@
+"""The one place where pre-training and fine-tuning set up training.
+
+Both need the same pieces: the optimizer with the warmup-then-decay
+schedule (wrapped for loss scaling under mixed_float16), a
+`loop.Trainer` that restores the newest checkpoint, a distributed dataset
+that skips the batches a resumed run already consumed, and the callbacks
+that save checkpoints and report progress. Building them in one class keeps
+resuming, divergence handling and the step arithmetic of gradient
+accumulation identical for every task.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from training import loop
+from training.configs import OptimizationConfig, RunConfig, check_batch_split
+from training.optimization import create_optimizer
+
+# (input context or None, global micro-batch size) -> batched, repeated dataset
+DatasetBuilder = Callable[[tf.distribute.InputContext | None, int], tf.data.Dataset]
+
+
+class TrainingRun:
+    """A model, its optimizer and its checkpoints under `checkpoint_dir`, ready to train.
+
+    `num_updates` and `num_warmup` count optimizer updates; the Trainer
+    counts micro-batches, `gradient_accumulation_steps` per update. The
+    newest checkpoint in `checkpoint_dir` is restored on construction, so
+    `restored_from` tells whether pre-trained weights should still be loaded.
+    """
+
+    def __init__(self, model: keras.Model, loss_fn: loop.LossFunction,
+                 strategy: tf.distribute.Strategy, optimization: OptimizationConfig,
+                 run: RunConfig, num_updates: int, num_warmup: int, checkpoint_dir: str,
+                 max_to_keep: int | None = None):
+        check_batch_split(run, optimization)
+        self.run = run
+        self.strategy = strategy
+        self.accumulation = optimization.gradient_accumulation_steps
+        self.num_updates = num_updates
+        self.total_steps = num_updates * self.accumulation
+        self.micro_batch = run.train_batch_size // self.accumulation
+        with strategy.scope():
+            optimizer = create_optimizer(optimization.learning_rate, num_updates, num_warmup,
+                                         optimization.optimizer,
+                                         gradient_accumulation_steps=self.accumulation)
+            if run.dtype == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
+                                        max_to_keep or run.keep_checkpoint_max, run.jit_compile)
+        self.optimizer = optimizer
+
+    @property
+    def restored_from(self) -> str | None:
+        return self.trainer.restored_from
+
+    @property
+    def step(self) -> int:
+        """Micro-batches trained so far, restored ones included."""
+        return self.trainer.step
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer updates so far, as the runners number their steps."""
+        return self.trainer.step // self.accumulation
+
+    def train(self, build_dataset: DatasetBuilder) -> None:
+        """Trains to `num_updates`, continuing where a killed run stopped.
+
+        Raises `loop.TrainingDiverged` when the loss or the gradients stop
+        being finite; nothing after the last good checkpoint is saved.
+        """
+        if self.step >= self.total_steps:
+            return
+        save_every = self.run.save_checkpoints_steps * self.accumulation
+        log_every = self.run.log_every * self.accumulation
+        skip = self.step
+
+        def build(context):
+            return build_dataset(context, self.micro_batch).skip(skip)
+
+        log_dir = (os.path.join(self.run.output_dir, "logs", "train")
+                   if self.trainer.chief else None)
+        callbacks = [loop.CheckpointEvery(self.trainer, save_every, self.total_steps),
+                     loop.ProgressLogger(self.optimizer, self.total_steps, self.micro_batch,
+                                         log_every, log_dir, first_step=self.step)]
+        # Without a set loop length, each tf.function call ends exactly where a checkpoint
+        # or progress line is due, sparing the per-call overhead of a step at a time.
+        steps_per_loop = self.run.iterations_per_loop or int(np.gcd(save_every, log_every))
+        self.trainer.train(self.strategy.distribute_datasets_from_function(build),
+                           self.total_steps, steps_per_loop, callbacks)
+
+    def evaluate(self, dataset: tf.data.Dataset, metric_fn: loop.MetricFunction,
+                 max_steps: int) -> dict[str, float]:
+        """Weighted means of `metric_fn`'s sums over at most `max_steps` batches."""
+        return self.trainer.evaluate(dataset, metric_fn, max_steps)
+
+
+def weights_checksum(model: keras.Model) -> float:
+    """Sum of |w| over all weights: equal on every worker of a run in lockstep."""
+    return float(sum(abs(variable.numpy()).sum() for variable in model.weights))
