@@ -66,8 +66,7 @@ def main(argv: list[str]) -> None:
     del argv
     task = task_from_flags(FLAGS)
     files, run, optimization, _ = runner_flags.training_configs(FLAGS)
-    runner_flags.check_output_dir(run.output_dir)
-    strategy = runner_flags.strategy_from_flags(FLAGS)
+    strategy = runner_flags.start_run(FLAGS, run)
     setup = finetuning.setup(files, run, strategy)
     classification.run(task, files, run, optimization, setup)
 

@@ -74,8 +74,7 @@ def main(argv: list[str]) -> None:
     task = task_from_flags(FLAGS)
     files, run, optimization, _ = runner_flags.training_configs(FLAGS)
     tagging.check(task, files, optimization)
-    runner_flags.check_output_dir(run.output_dir)
-    strategy = runner_flags.strategy_from_flags(FLAGS)
+    strategy = runner_flags.start_run(FLAGS, run)
     tagging.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
 
 

@@ -52,9 +52,7 @@ def configs_from_flags(values: flags.FlagValues
 def main(argv: list[str]) -> None:
     del argv
     files, run, optimization, _, data = configs_from_flags(FLAGS)
-    runner_flags.check_output_dir(run.output_dir)
-    # The strategy comes first: multi-worker collectives must be set up before any op runs.
-    strategy = runner_flags.strategy_from_flags(FLAGS)
+    strategy = runner_flags.start_run(FLAGS, run)
     pretraining.run(files, run, optimization, data, strategy)
 
 

@@ -76,8 +76,7 @@ def main(argv: list[str]) -> None:
     del argv
     task = task_from_flags(FLAGS)
     files, run, optimization, _ = runner_flags.training_configs(FLAGS)
-    runner_flags.check_output_dir(run.output_dir)
-    strategy = runner_flags.strategy_from_flags(FLAGS)
+    strategy = runner_flags.start_run(FLAGS, run)
     results = squad.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
     if results:
         print(json.dumps(results, indent=2))

@@ -182,6 +182,16 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = (
     return model_files_from_flags(values), run, optimization, distribution
 
 
+def start_run(values: flags.FlagValues, run: RunConfig):
+    """Checks the output folder, then returns the strategy the flags ask for.
+
+    The strategy comes before any other TensorFlow work: multi-worker
+    collectives must be set up before any op runs.
+    """
+    check_output_dir(run.output_dir)
+    return strategy_from_flags(values)
+
+
 def strategy_from_flags(values: flags.FlagValues):
     """The strategy and precision policy the flags ask for; call before any other TF work."""
     strategy = distribution_from_flags(values).strategy()

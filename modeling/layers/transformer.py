@@ -75,11 +75,7 @@ class TransformerBlock(keras.layers.Layer):
         return output
 
     def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
-                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
-                      initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps,
-                      hidden_dropout_prob=self.hidden_dropout_prob,
-                      attention_probs_dropout_prob=self.attention_probs_dropout_prob)
-        return config
+        names = ("hidden_size", "num_heads", "intermediate_size", "hidden_act",
+                 "initializer_range", "layer_norm_eps", "hidden_dropout_prob",
+                 "attention_probs_dropout_prob")
+        return {**super().get_config(), **{name: getattr(self, name) for name in names}}
