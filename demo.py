@@ -7,10 +7,12 @@
    plot synopses; never a dev or test snippet);
 2. `data_prep.vocab`: an 8000-piece uncased WordPiece vocabulary learned
    from that text;
-3. `data_prep.create_pretraining_data`: masked-LM TFRecords of 64 tokens;
+3. `data_prep.create_pretraining_data`: masked-LM TFRecords of 32 tokens
+   for phase 1 and of 64 tokens for phase 2;
 4. `run_pretraining.py`: a small BERT (2 layers, hidden 128, the BERT-Tiny
-   shape) pre-trained from scratch for most of the time budget, then
-   evaluated (masked-LM accuracy);
+   shape) pre-trained from scratch in BERT's two phases, most of the time
+   budget on the short records, then a short phase on the long ones started
+   from phase 1's weights; each phase is evaluated (masked-LM accuracy);
 5. the same architecture fine-tuned from random weights and from the
    weights just pre-trained, on two real tasks, with the same recipe search
    for both: every learning rate of a small grid, three seeds each, and the
@@ -51,14 +53,22 @@ VOCAB_SIZE = 8000
 SMALL_BERT = {"hidden_size": 128, "num_hidden_layers": 2,
               "num_attention_heads": 2, "intermediate_size": 512,
               "max_position_embeddings": 512, "hidden_act": "gelu"}
-SEQUENCE_LENGTH, MASKED_POSITIONS = 64, 10
-# Small models pre-trained from scratch on little text want a large rate with
-# warmup and as many updates as the budget allows (Turc et al., 2019); next-
-# sentence prediction is left out (as in RoBERTa) so every record is one
+# BERT's own two phases (Appendix A.2), scaled down: most updates on short
+# records, where a step is cheap and the model leaves the word-frequency
+# plateau sooner, then a short phase at the fine-tuning length so that the
+# later position embeddings are trained too. Small models pre-trained from
+# scratch on little text want a large rate with warmup (Turc et al., 2019);
+# next-sentence prediction is left out (as in RoBERTa) so every record is one
 # full-length segment and all of the budget goes to the masked LM.
-PRETRAINING = {"num_train_steps": 4000, "num_warmup_steps": 400, "train_batch_size": 64,
-               "learning_rate": 1e-3}
-DUPE_FACTOR = 10
+PHASES = (
+    {"max_seq_length": 32, "max_predictions_per_seq": 5, "dupe_factor": 10,
+     "num_train_steps": 4500, "num_warmup_steps": 450, "train_batch_size": 128,
+     "learning_rate": 1e-3},
+    {"max_seq_length": 64, "max_predictions_per_seq": 10, "dupe_factor": 2,
+     "num_train_steps": 400, "num_warmup_steps": 40, "train_batch_size": 64,
+     "learning_rate": 5e-4},
+)
+RECORD_FLAGS = ("max_seq_length", "max_predictions_per_seq", "dupe_factor")
 # One chunk holds the whole corpus, so instances are shuffled across all of it:
 # in chunks of 256 documents, a Wikipedia article's instances (all passes, all
 # masks) would come as one long run, followed by a run of news, and so on.
@@ -160,8 +170,6 @@ def main() -> None:
     sentiment = sentiment_subset(output / "sentiment_data")
     tagging = wsj_conll_dir()
     config = output / "small_bert_config.json"
-    records = output / "pretraining_data" / "corpus.tfrecord"
-    pretrained = output / "pretraining"
     timings = {}
 
     timings["vocabulary"] = run_step("WordPiece vocabulary from the real text", [
@@ -170,20 +178,33 @@ def main() -> None:
     # The learner stops short of VOCAB_SIZE when the corpus has fewer useful pieces.
     learned = len(vocab.read_text(encoding="utf-8").splitlines())
     config.write_text(json.dumps({**SMALL_BERT, "vocab_size": learned}, indent=2) + "\n")
-    timings["pre-training data"] = run_step("Masked-LM pre-training data from the real text", [
-        "-m", "data_prep.create_pretraining_data", *flags(
-            input_file=corpus, output_file=records, vocab_file=vocab, do_lower_case="true",
-            max_seq_length=SEQUENCE_LENGTH, max_predictions_per_seq=MASKED_POSITIONS,
-            masked_lm_prob=0.15, dupe_factor=DUPE_FACTOR, short_seq_prob=0.1,
-            random_seed=12345, no_nsp="true", documents_per_chunk=DOCUMENTS_PER_CHUNK)])
-    timings["pre-training"] = run_step("Pre-training a small BERT (masked LM)", [
-        "run_pretraining.py", *flags(
-            input_file=records, bert_config_file=config, output_dir=pretrained,
-            vocab_file=vocab, do_train="true", do_eval="true", objective="mlm",
-            max_seq_length=SEQUENCE_LENGTH, max_predictions_per_seq=MASKED_POSITIONS,
-            **PRETRAINING, save_checkpoints_steps=1000, log_every=250, max_eval_steps=50,
-            iterations_per_loop=50, jit_compile="true")])
-    pretraining_results = read_results(pretrained / "eval_results.txt")
+    pretraining_results = []
+    previous = None
+    for number, phase in enumerate(PHASES, start=1):
+        records = output / f"pretraining_data_{number}" / "corpus.tfrecord"
+        pretrained = output / f"pretraining_{number}"
+        record_flags = {key: phase[key] for key in RECORD_FLAGS}
+        training = {key: value for key, value in phase.items() if key not in RECORD_FLAGS}
+        timings[f"data {number}"] = run_step(
+            f"Masked-LM pre-training data, phase {number}", [
+                "-m", "data_prep.create_pretraining_data", *flags(
+                    input_file=corpus, output_file=records, vocab_file=vocab,
+                    do_lower_case="true", **record_flags, masked_lm_prob=0.15,
+                    short_seq_prob=0.1, random_seed=12345 + number, no_nsp="true",
+                    documents_per_chunk=DOCUMENTS_PER_CHUNK)])
+        start = flags(init_checkpoint=previous) if previous else []
+        timings[f"pre-training {number}"] = run_step(
+            f"Pre-training a small BERT (masked LM), phase {number}", [
+                "run_pretraining.py", *start, *flags(
+                    input_file=records, bert_config_file=config, output_dir=pretrained,
+                    vocab_file=vocab, do_train="true", do_eval="true", objective="mlm",
+                    max_seq_length=phase["max_seq_length"],
+                    max_predictions_per_seq=phase["max_predictions_per_seq"],
+                    **training,
+                    save_checkpoints_steps=1000, log_every=250, max_eval_steps=50,
+                    iterations_per_loop=50, jit_compile="true")])
+        pretraining_results.append(read_results(pretrained / "eval_results.txt"))
+        previous = pretrained
 
     initializations = {"small BERT, random init": None,
                        "small BERT, pre-trained above": pretrained / "export" / "bert_model.ckpt"}
@@ -231,9 +252,10 @@ def main() -> None:
         rows.append((name, rate, dev[rate], tag_rate, valid[tag_rate], test[tag_rate]))
 
     print("\n=== Results")
-    print(f"Pre-training ({PRETRAINING['num_train_steps']} steps of "
-          f"{PRETRAINING['train_batch_size']} x {SEQUENCE_LENGTH} tokens): masked-LM accuracy "
-          f"{pretraining_results['masked_lm_accuracy']:.3f}")
+    for number, (phase, results) in enumerate(zip(PHASES, pretraining_results), start=1):
+        print(f"Pre-training phase {number} ({phase['num_train_steps']} steps of "
+              f"{phase['train_batch_size']} x {phase['max_seq_length']} tokens): masked-LM "
+              f"accuracy {results['masked_lm_accuracy']:.3f}")
     dev_labels = [line.rsplit("\t", 1)[1] for line in
                   (sentiment / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
     majority = max(dev_labels.count(label) for label in set(dev_labels)) / len(dev_labels)
