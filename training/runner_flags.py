@@ -19,8 +19,7 @@ from typing import Iterable, Sequence
 from absl import flags
 
 from training.configs import (DistributionConfig, ModelFiles, OptimizationConfig, RunConfig,
-                              check_batch_split, check_fraction, check_non_negative,
-                              check_positive)
+                              check_batch_split)
 from training.distribution import PRECISIONS, STRATEGIES, set_precision
 
 
@@ -119,17 +118,6 @@ def check_required(values: flags.FlagValues, names: Iterable[str]) -> None:
     for name in names:
         if not values[name].value:
             raise ValueError(f"--{name} is required")
-
-
-def check_ranges(values: flags.FlagValues, positive: Iterable[str] = (),
-                 non_negative: Iterable[str] = (), fractions: Iterable[str] = ()) -> None:
-    """A runner's own numeric flags, with the same messages as the configs' checks."""
-    for name in positive:
-        check_positive(name, values[name].value)
-    for name in non_negative:
-        check_non_negative(name, values[name].value)
-    for name in fractions:
-        check_fraction(name, values[name].value)
 
 
 def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
