@@ -7,6 +7,8 @@ import math
 import keras
 from keras import ops
 
+from modeling.layers.settings import ConfigurableLayer
+
 # Added to the scores of masked keys (the original's value): the scores are
 # float32 here under every policy, where exp(-10000) underflows to exactly zero,
 # and a row with every key masked still gives finite probabilities.
@@ -30,7 +32,7 @@ def attention_bias(input_mask, causal: bool = False):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class SelfAttention(keras.layers.Layer):
+class SelfAttention(ConfigurableLayer):
     """Self-attention followed by its output projection.
 
     Query, key and value kernels are three [hidden, hidden] weights, exactly
@@ -47,11 +49,9 @@ class SelfAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by {num_heads} heads")
-        self.hidden_size = hidden_size
-        self.num_heads = num_heads
+        self.keep_settings(hidden_size=hidden_size, num_heads=num_heads,
+                           initializer_range=initializer_range, dropout_rate=dropout_rate)
         self.head_size = hidden_size // num_heads
-        self.initializer_range = initializer_range
-        self.dropout_rate = dropout_rate
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -87,9 +87,3 @@ class SelfAttention(keras.layers.Layer):
         if return_probabilities:
             return output, probabilities
         return output
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
-                      initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
-        return config

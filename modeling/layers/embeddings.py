@@ -5,9 +5,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from modeling.layers.settings import ConfigurableLayer
+
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertEmbeddings(keras.layers.Layer):
+class BertEmbeddings(ConfigurableLayer):
     """Sums word, position and token-type embeddings, normalizes, applies dropout.
 
     The three tables are plain weights rather than `keras.layers.Embedding`
@@ -19,13 +21,10 @@ class BertEmbeddings(keras.layers.Layer):
                  type_vocab_size: int, initializer_range: float = 0.02,
                  layer_norm_eps: float = 1e-12, dropout_rate: float = 0.1, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.max_position_embeddings = max_position_embeddings
-        self.type_vocab_size = type_vocab_size
-        self.initializer_range = initializer_range
-        self.layer_norm_eps = layer_norm_eps
-        self.dropout_rate = dropout_rate
+        self.keep_settings(vocab_size=vocab_size, hidden_size=hidden_size,
+                           max_position_embeddings=max_position_embeddings,
+                           type_vocab_size=type_vocab_size, initializer_range=initializer_range,
+                           layer_norm_eps=layer_norm_eps, dropout_rate=dropout_rate)
         # LayerNorm statistics in float32 even under a mixed-precision policy.
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="LayerNorm")
@@ -55,12 +54,3 @@ class BertEmbeddings(keras.layers.Layer):
                       + ops.expand_dims(self.position_embeddings[:seq_length], 0))
         embeddings = self.layer_norm(embeddings)
         return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                      max_position_embeddings=self.max_position_embeddings,
-                      type_vocab_size=self.type_vocab_size,
-                      initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps, dropout_rate=self.dropout_rate)
-        return config

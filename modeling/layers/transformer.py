@@ -7,10 +7,11 @@ from keras import ops
 
 from modeling.layers.activations import get_activation
 from modeling.layers.attention import SelfAttention
+from modeling.layers.settings import ConfigurableLayer
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(ConfigurableLayer):
     """Attention and feed-forward sublayers, each `LayerNorm(x + Dropout(f(x)))`.
 
     BERT normalizes *after* each residual sum (post-LN, as the original
@@ -23,14 +24,11 @@ class TransformerBlock(keras.layers.Layer):
                  layer_norm_eps: float = 1e-12, hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, **kwargs):
         super().__init__(**kwargs)
-        self.hidden_size = hidden_size
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.hidden_act = hidden_act
-        self.initializer_range = initializer_range
-        self.layer_norm_eps = layer_norm_eps
-        self.hidden_dropout_prob = hidden_dropout_prob
-        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.keep_settings(hidden_size=hidden_size, num_heads=num_heads,
+                           intermediate_size=intermediate_size, hidden_act=hidden_act,
+                           initializer_range=initializer_range, layer_norm_eps=layer_norm_eps,
+                           hidden_dropout_prob=hidden_dropout_prob,
+                           attention_probs_dropout_prob=attention_probs_dropout_prob)
 
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.attention = SelfAttention(hidden_size, num_heads, initializer_range,
@@ -73,9 +71,3 @@ class TransformerBlock(keras.layers.Layer):
         if return_probabilities:
             return output, probabilities
         return output
-
-    def get_config(self):
-        names = ("hidden_size", "num_heads", "intermediate_size", "hidden_act",
-                 "initializer_range", "layer_norm_eps", "hidden_dropout_prob",
-                 "attention_probs_dropout_prob")
-        return {**super().get_config(), **{name: getattr(self, name) for name in names}}
