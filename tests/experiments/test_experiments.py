@@ -25,10 +25,11 @@ pytestmark = pytest.mark.slow
 WORDS = ("the cat dog runs walks fast slow red blue green house tree river sun moon sees likes "
          "old new big small man woman child eats reads book").split()
 
+ONE_PHASE = (grid.Phase(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1, steps=2,
+                        warmup=1, batch=8, learning_rate=1e-3),)
 TOY = grid.Scale(
-    name="toy", vocab_size=1100, max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
-    base_model=(2, 32), table6_models=((1, 32),), pretrain_steps=2, pretrain_warmup=1,
-    pretrain_batch=8, pretrain_learning_rate=1e-3, figure_steps=(1, 2),
+    name="toy", vocab_size=1100, phases=ONE_PHASE,
+    base_model=(2, 32), table6_models=((1, 32),), figure_steps=(1, 2),
     learning_rates=(1e-3, 3e-3),
     classifier={"max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 8,
                 "num_train_epochs": 1},
@@ -184,7 +185,7 @@ def test_keys_follow_settings_and_contents_not_paths(tmp_path):
             for data in (one, two)]
     assert keys[0] == keys[1]
 
-    more_steps = dataclasses.replace(TOY, pretrain_steps=3)
+    more_steps = dataclasses.replace(TOY, phases=(dataclasses.replace(ONE_PHASE[0], steps=3),))
     changed = {job.key for job in jobs.all_jobs(
         grid.GridBuilder(more_steps, one, 2).table("5").jobs)}
     assert len(changed & keys[0]) == 4  # the vocabulary and the three sets of records
@@ -347,7 +348,7 @@ def test_squad_folder_adds_a_column_for_bidirectional_models(tmp_path):
 def test_figure_steps_beyond_the_pre_training_are_refused(tmp_path):
     datasets = write_toy_data(tmp_path / "data", tagging=False)
     too_far = dataclasses.replace(TOY, figure_steps=(1, 3))
-    with pytest.raises(ValueError, match="figure_steps must not exceed pretrain_steps"):
+    with pytest.raises(ValueError, match="figure_steps must not exceed the first phase's steps"):
         grid.GridBuilder(too_far, datasets, 1).table("fig5")
 
 
@@ -360,3 +361,38 @@ def test_a_failing_tool_is_one_line_naming_its_log(tmp_path):
         jobs.subprocess_runner([str(tool), "--x=1"], log, dict(os.environ))
     assert str(failure.value) == (f"{tool} exited with status 3 (tool.py: error: --x is bad); "
                                   f"its log is {log}")
+
+
+def test_two_phases_chain_and_the_figure_reads_the_first(tmp_path):
+    """Phase 2 reads its own records and starts from phase 1's output folder."""
+    second = grid.Phase(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, steps=2,
+                        warmup=1, batch=4, learning_rate=5e-4)
+    scale = dataclasses.replace(TOY, phases=(*ONE_PHASE, second))
+    datasets = write_toy_data(tmp_path / "data", tagging=False)
+    runner = FakeRunner()
+    run_driver(arguments(tmp_path, "5"), runner, scale, datasets)
+    cache = jobs.Cache(tmp_path / "cache")
+    builder = grid.GridBuilder(scale, datasets, 2)
+    first, last = builder.pretrain_phases("mlm_nsp", scale.base_model)
+    assert last.inputs["init_checkpoint"].job.key == first.key
+    calls = [dict(flag[2:].split("=", 1) for flag in call if flag.startswith("--"))
+             for call in runner.calls if call[0] == "run_pretraining.py"]
+    assert sorted(call["max_seq_length"] for call in calls) == ["32"] * 3 + ["64"] * 3
+    pretrainings = [job for job in jobs.all_jobs(builder.table("5").jobs)
+                    if job.tool == "run_pretraining.py"]
+    firsts = {cache.output(job) for job in pretrainings if "init_checkpoint" not in job.inputs}
+    assert {Path(call["init_checkpoint"]) for call in calls
+            if call["max_seq_length"] == "64"} == firsts
+    # Fine-tuning starts from the last phase's export.
+    starts = {flag for call in runner.calls if call[0] == "run_classifier.py" for flag in call
+              if flag.startswith("--init_checkpoint=")}
+    assert {Path(flag.split("=", 1)[1]).parent.parent for flag in starts} == {
+        cache.output(job) for job in pretrainings if "init_checkpoint" in job.inputs}
+
+    figure = FakeRunner()
+    run_driver(arguments(tmp_path, "fig5"), figure, scale, datasets)
+    evaluated = [call for call in figure.calls if call[0] == "run_pretraining.py"
+                 and "--do_train=true" not in call]
+    assert evaluated and all("--max_seq_length=32" in call for call in evaluated)
+    sweeps = [call for call in figure.calls if call[0] == "run_classifier.py"]
+    assert sweeps and all("--max_seq_length=32" in call for call in sweeps)
