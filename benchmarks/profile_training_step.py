@@ -54,9 +54,12 @@ from benchmarks import harness, training_speed  # noqa: E402
 
 CLASSES = ("matmuls", "attention", "softmax / LayerNorm", "optimizer update", "gathers",
            "XLA fusions", "XLA-compiled code", "everything else")
-_MATMUL = re.compile(r"MatMul|Einsum|Conv")
-_GATHER = re.compile(r"Gather|Scatter|SegmentSum|Unique|IndexedSlices|TakeAlong")
-_SOFTMAX = re.compile(r"Softmax")
+# Op types by the class they count in (scopes decide the optimizer and attention).
+_OP_TYPES = {
+    "matmul": re.compile(r"MatMul|Einsum|Conv"),
+    "gather": re.compile(r"Gather|Scatter|SegmentSum|Unique|IndexedSlices|TakeAlong"),
+    "softmax": re.compile(r"Softmax"),
+}
 # An op event is "scope/name:OpType"; executor and host events in the same
 # trace lines are not ops.
 _OP_EVENT = re.compile(r"^[\w./-]+:\w+$")
@@ -82,12 +85,12 @@ def op_class(name: str, op_type: str) -> str:
         return "XLA fusions" if "fusion" in lowered else "everything else"
     if _OPTIMIZER.search(lowered):
         return "optimizer update"
-    if _SOFTMAX.search(op_type) or "layernorm" in lowered:
+    if _OP_TYPES["softmax"].search(op_type) or "layernorm" in lowered:
         return "softmax / LayerNorm"
-    if _GATHER.search(op_type):
+    if _OP_TYPES["gather"].search(op_type):
         return "gathers"
     in_attention = bool(_ATTENTION.search(lowered))
-    if _MATMUL.search(op_type) and not (in_attention and "Batch" in op_type):
+    if _OP_TYPES["matmul"].search(op_type) and not (in_attention and "Batch" in op_type):
         return "matmuls" if not (in_attention and "einsum" in op_type.lower()) else "attention"
     if in_attention:
         return "attention"

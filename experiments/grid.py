@@ -82,15 +82,17 @@ class Scale:
         "train_batch_size": 16, "predict_batch_size": 64, "num_train_epochs": 2})
 
 
+def _phases(*rows: tuple) -> tuple[Phase, ...]:
+    """Phases from rows in the field order of `Phase` (length, masked, dupe, steps, ...)."""
+    return tuple(Phase(*row) for row in rows)
+
+
 SCALES = {
     # Each table within a few hours on a 2-core CPU (estimates in the README).
     # The demo's recipe and model (L2/H128), whose pre-training measurably transfers.
     "cpu": Scale(
-        name="cpu", vocab_size=8000, phases=(
-            Phase(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=10, steps=4500,
-                  warmup=450, batch=128, learning_rate=1e-3),
-            Phase(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, steps=400,
-                  warmup=40, batch=64, learning_rate=5e-4)),
+        name="cpu", vocab_size=8000,
+        phases=_phases((32, 5, 10, 4500, 450, 128, 1e-3), (64, 10, 2, 400, 40, 64, 5e-4)),
         base_model=(2, 128), table6_models=((2, 128), (4, 256), (4, 512)),
         figure_steps=(1000, 2000, 3000, 4500),
         learning_rates=(3e-4, 1e-3),
@@ -102,11 +104,8 @@ SCALES = {
         sentiment_train_examples=1500),
     # One GPU: BERT-Mini as the base, ten times the updates.
     "gpu": Scale(
-        name="gpu", vocab_size=16000, phases=(
-            Phase(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=10, steps=18000,
-                  warmup=1800, batch=256, learning_rate=1e-3),
-            Phase(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2, steps=2000,
-                  warmup=200, batch=128, learning_rate=5e-4)),
+        name="gpu", vocab_size=16000,
+        phases=_phases((64, 10, 10, 18000, 1800, 256, 1e-3), (128, 20, 2, 2000, 200, 128, 5e-4)),
         base_model=(4, 256), table6_models=((2, 128), (4, 256), (4, 512), (8, 512)),
         figure_steps=(1000, 2500, 5000, 10000, 18000),
         learning_rates=(5e-5, 1e-4, 3e-4),
