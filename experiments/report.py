@@ -15,6 +15,7 @@ from typing import Mapping
 from matplotlib.figure import Figure
 
 from experiments.grid import Score, Table
+from experiments.jobs import Job, Output
 from training.atomic import atomic_path, write_atomically
 
 
@@ -95,13 +96,25 @@ def plot(table: Table, results: Mapping[str, dict], path: Path) -> None:
     _save(figure, path)
 
 
+def whole_curve(job: Job, results: Mapping[str, dict]) -> list[list[float]]:
+    """[step, loss] over every phase: a run started from another run's output folder
+    continues that run's curve, its steps counted on from where that one stopped."""
+    source = job.inputs.get("init_checkpoint")
+    earlier, offset = [], 0
+    if isinstance(source, Output) and not source.path and source.job.tool == job.tool:
+        earlier = whole_curve(source.job, results)
+        offset = int(source.job.settings["num_train_steps"])
+    own = results[job.key].get("train_loss", [])
+    return earlier + [[step + offset, loss] for step, loss in own]
+
+
 def plot_pretraining(table: Table, results: Mapping[str, dict], path: Path) -> bool:
     """Training loss against steps, one line per pre-training; False when no run logged any."""
     curves = {}
     for row in table.rows:
         job = row.pretraining
         if job is not None and job.key not in curves and results[job.key].get("train_loss"):
-            curves[job.key] = (row.series or row.name, results[job.key]["train_loss"])
+            curves[job.key] = (row.series or row.name, whole_curve(job, results))
     if not curves:
         return False
     figure = Figure(figsize=(6, 3.8))

@@ -18,6 +18,7 @@ import pytest
 
 from experiments import __main__ as driver
 from experiments import grid, jobs
+from experiments.report import whole_curve
 from tests.fixtures import REPO
 
 pytestmark = pytest.mark.slow
@@ -388,6 +389,10 @@ def test_two_phases_chain_and_the_figure_reads_the_first(tmp_path):
               if flag.startswith("--init_checkpoint=")}
     assert {Path(flag.split("=", 1)[1]).parent.parent for flag in starts} == {
         cache.output(job) for job in pretrainings if "init_checkpoint" in job.inputs}
+
+    # The training-curve plot follows a variant through both phases.
+    results = {job.key: cache.result(job) for job in (first, last)}
+    assert [step for step, _ in whole_curve(last, results)] == [1, 2, 3, 4]
 
     figure = FakeRunner()
     run_driver(arguments(tmp_path, "fig5"), figure, scale, datasets)
