@@ -1,6 +1,7 @@
 """Runs one of the paper's ablations at small scale and writes its table and plot.
 
     python -m experiments --table=5 --scale=cpu
+    python -m experiments --table=5,7,8,fig5 --scale=cpu   # one grid; shared runs run once
 
 Every pre-training and fine-tuning is a run of the project's own tools,
 cached under a hash of its settings in `--cache_dir`: an interrupted grid
@@ -23,12 +24,13 @@ PROGRAM = "python -m experiments"
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table", required=True, choices=grid.TABLES,
-                        help="The paper's Table 5, 6, 7, 8, or the training-steps figure.")
+    parser.add_argument("--table", required=True, type=_tables,
+                        help="The paper's Table 5, 6, 7, 8, or the training-steps figure "
+                             "(fig5); several, comma-separated, run as one grid.")
     parser.add_argument("--scale", default="cpu", choices=sorted(grid.SCALES),
                         help="Preset sizes: cpu (a few hours per table on 2 cores) or gpu.")
     parser.add_argument("--output_dir", default="experiments/results",
-                        help="Where table<N>_<scale>.md and its PNG go.")
+                        help="Where each table<N>_<scale>.md and its PNGs go.")
     parser.add_argument("--cache_dir", default=None,
                         help="Runs and their results (default: <BERT_CACHE_DIR>/experiments).")
     parser.add_argument("--seeds", type=int, default=3,
@@ -51,10 +53,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _tables(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in grid.TABLES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {(unknown or [text])[0]!r} (choose from {', '.join(grid.TABLES)})")
+    return list(dict.fromkeys(names))
+
+
 def run(args: argparse.Namespace, command: str,
         runner: jobs.Runner = jobs.subprocess_runner, scale: grid.Scale | None = None,
         datasets: grid.Datasets | None = None) -> Path:
-    """Builds, runs and reports one table; `scale` and `datasets` replace the presets (tests)."""
+    """Builds, runs and reports the tables; `scale` and `datasets` replace the presets (tests).
+
+    The tables' runs form one grid, so a run two tables share (Table 8's
+    80/10/10 row is Table 5's BERT) runs once, and runs of different tables
+    fill the workers together. Returns the last report's path.
+    """
     scale = scale or grid.SCALES[args.scale]
     if args.cache_dir:
         cache_root = Path(args.cache_dir)
@@ -63,13 +79,16 @@ def run(args: argparse.Namespace, command: str,
     tasks = [task for task in args.glue_tasks.split(",") if task]
     datasets = datasets or grid.default_datasets(scale, cache_root, args.glue_dir, tasks,
                                                  args.squad_dir)
-    table = grid.GridBuilder(scale, datasets, args.seeds).table(args.table)
+    builder = grid.GridBuilder(scale, datasets, args.seeds)
+    tables = [builder.table(name) for name in args.table]
     cache = jobs.Cache(cache_root)
-    results = jobs.run_grid(table.jobs, cache, runner, args.workers)
-    path = report.write_report(table, results, args.output_dir, scale.name, args.seeds,
-                               command)
-    print(path.read_text(encoding="utf-8"))
-    print(f"Wrote {path}")
+    results = jobs.run_grid([job for table in tables for job in table.jobs], cache, runner,
+                            args.workers)
+    for table in tables:
+        path = report.write_report(table, results, args.output_dir, scale.name, args.seeds,
+                                   command)
+        print(path.read_text(encoding="utf-8"))
+        print(f"Wrote {path}")
     return path
 
 

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
@@ -278,11 +278,13 @@ def all_jobs(jobs: Iterable[Job]) -> list[Job]:
 
 def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runner,
              workers: int = 1) -> dict[str, dict]:
-    """Results by job key; jobs whose inputs are ready run `workers` at a time.
+    """Results by job key; a job starts as soon as its inputs are ready and a worker is free.
 
     Small models keep one core busy better than two, so on a small machine
-    separate runs side by side finish sooner than one after another; each
-    then gets its share of the cores.
+    separate runs side by side finish sooner than one after another: each
+    gets its share of the cores, except a run that starts with nothing beside
+    it and nothing else ready, which gets them all. When a run fails, the
+    runs already started finish and nothing more starts.
     """
     pending = all_jobs(jobs)
     results: dict[str, dict] = {}
@@ -293,16 +295,30 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
             results[job.key] = cached
     pending = [job for job in pending if job.key not in results]
     print(f"{total} runs: {total - len(pending)} cached, {len(pending)} to run", flush=True)
-    while pending:
-        ready = [job for job in pending
-                 if all(dependency.key in results for dependency in job.dependencies)]
-        side_by_side = max(1, min(workers, len(ready)))
-        threads = max(1, (os.cpu_count() or 1) // side_by_side) if side_by_side > 1 else None
-        with ThreadPoolExecutor(side_by_side) as pool:
-            for job, result in zip(ready, pool.map(
-                    lambda job: run_job(job, cache, runner, threads), ready)):
-                results[job.key] = result
-        pending = [job for job in pending if job.key not in results]
-        print(f"{len(results)}/{total} runs done ({time.monotonic() - started:.0f} s)",
-              flush=True)
+    share = max(1, (os.cpu_count() or 1) // workers)
+    running: dict[Future, Job] = {}
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(workers) as pool:
+        while pending or running:
+            ready = [job for job in pending
+                     if all(dependency.key in results for dependency in job.dependencies)]
+            while failure is None and ready and len(running) < workers:
+                job = ready.pop(0)
+                alone = not running and not ready
+                threads = None if workers == 1 or alone else share
+                running[pool.submit(run_job, job, cache, runner, threads)] = job
+                pending.remove(job)
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                try:
+                    results[job.key] = future.result()
+                except BaseException as error:  # let the runs beside it finish first
+                    failure = failure or error
+            print(f"{len(results)}/{total} runs done ({time.monotonic() - started:.0f} s)",
+                  flush=True)
+    if failure is not None:
+        raise failure
     return results

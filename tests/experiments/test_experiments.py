@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import sys
 from pathlib import Path
 
@@ -201,7 +202,7 @@ def test_an_interrupted_run_leaves_no_result_and_is_run_again(tmp_path):
     datasets = write_toy_data(tmp_path / "data", tagging=False)
     table = grid.GridBuilder(TOY, datasets, 2).table("5")
     every = jobs.all_jobs(table.jobs)
-    interrupted = FakeRunner(fail_at=3)
+    interrupted = FakeRunner(fail_at=4)  # a fine-tuning: not resumable
     with pytest.raises(KeyboardInterrupt):
         run_driver(arguments(tmp_path, "5"), interrupted, datasets=datasets)
     cache = jobs.Cache(tmp_path / "cache")
@@ -290,6 +291,7 @@ def test_fine_tunings_keep_scores_not_weights(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--table=5", "--seeds=0"], "--seeds must be positive, got 0"),
     (["--table=9"], "argument --table: invalid choice: '9'"),
+    (["--table=5,x"], "argument --table: invalid choice: 'x'"),
 ])
 def test_bad_flags_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -401,3 +403,36 @@ def test_two_phases_chain_and_the_figure_reads_the_first(tmp_path):
     assert evaluated and all("--max_seq_length=32" in call for call in evaluated)
     sweeps = [call for call in figure.calls if call[0] == "run_classifier.py"]
     assert sweeps and all("--max_seq_length=32" in call for call in sweeps)
+
+
+def test_several_tables_are_one_grid_with_shared_runs_run_once(tmp_path):
+    datasets = write_toy_data(tmp_path / "data")
+    runner = FakeRunner()
+    run_driver(arguments(tmp_path, "5,8,5"), runner, datasets=datasets)
+    builder = grid.GridBuilder(TOY, datasets, 2)
+    needed = {job.key for name in ("5", "8") for job in jobs.all_jobs(builder.table(name).jobs)}
+    assert len(runner.calls) == len(needed)
+    assert {path.name for path in (tmp_path / "results").glob("*.md")} == {
+        "table5_toy.md", "table8_toy.md"}
+
+
+def test_a_job_starts_when_its_inputs_are_ready_not_when_a_round_ends(tmp_path):
+    """`slow` waits until `after_quick` has started: rounds of ready jobs would wait forever."""
+    quick = jobs.Job("tool.py", {"name": "quick"})
+    slow = jobs.Job("tool.py", {"name": "slow"})
+    after_quick = jobs.Job("tool.py", {"name": "after_quick"}, {"input": jobs.Output(quick)})
+    started = threading.Event()
+    threads: dict[str, str | None] = {}
+
+    def runner(arguments, log, environment):
+        name = next(flag.split("=", 1)[1] for flag in arguments if flag.startswith("--name="))
+        threads[name] = environment.get("TF_NUM_INTRAOP_THREADS")
+        if name == "after_quick":
+            started.set()
+        if name == "slow":
+            assert started.wait(timeout=30), "after_quick did not start beside slow"
+
+    results = jobs.run_grid([slow, after_quick], jobs.Cache(tmp_path), runner, workers=2)
+    assert set(results) == {quick.key, slow.key, after_quick.key}
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    assert threads == {"quick": share, "slow": share, "after_quick": share}
