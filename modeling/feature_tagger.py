@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from modeling.layers.dropout import Dropout
 from modeling.task_models import ENCODER_INPUTS, tagging_loss
 from training.atomic import atomic_path
 
@@ -178,7 +179,7 @@ class FeatureTagger(keras.Model):
         self.lstm_units = lstm_units
         self.num_lstm_layers = num_lstm_layers
         self.dropout_rate = dropout
-        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout, dtype=self.dtype_policy)
         self.bilstms = [keras.layers.Bidirectional(
             keras.layers.LSTM(lstm_units, return_sequences=True, dtype=self.dtype_policy),
             name=f"bilstm_{index}", dtype=self.dtype_policy)

@@ -25,6 +25,7 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from modeling.layers.dropout import Dropout
 from modeling.heads import LeftToRightLMHead
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
@@ -82,7 +83,7 @@ class _FineTuningModel(keras.Model):
         self.config = config
         self.causal = causal
         self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> "_FineTuningModel":

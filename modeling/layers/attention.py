@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
 # Added to the scores of masked keys (the original's value): the scores are
@@ -52,7 +53,7 @@ class SelfAttention(ConfigurableLayer):
         self.keep_settings(hidden_size=hidden_size, num_heads=num_heads,
                            initializer_range=initializer_range, dropout_rate=dropout_rate)
         self.head_size = hidden_size // num_heads
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)

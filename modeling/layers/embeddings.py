@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
 
@@ -28,7 +29,7 @@ class BertEmbeddings(ConfigurableLayer):
         # LayerNorm statistics in float32 even under a mixed-precision policy.
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="LayerNorm")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)

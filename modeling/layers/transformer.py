@@ -7,6 +7,7 @@ from keras import ops
 
 from modeling.layers.activations import get_activation
 from modeling.layers.attention import SelfAttention
+from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
 
@@ -34,7 +35,7 @@ class TransformerBlock(ConfigurableLayer):
         self.attention = SelfAttention(hidden_size, num_heads, initializer_range,
                                        attention_probs_dropout_prob, name="attention",
                                        dtype=self.dtype_policy)
-        self.attention_dropout = keras.layers.Dropout(hidden_dropout_prob,
+        self.attention_dropout = Dropout(hidden_dropout_prob,
                                                     dtype=self.dtype_policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="attention_LayerNorm")
@@ -44,7 +45,7 @@ class TransformerBlock(ConfigurableLayer):
         self.output_dense = keras.layers.Dense(
             hidden_size, kernel_initializer=initializer, name="output_dense",
             dtype=self.dtype_policy)
-        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+        self.output_dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="output_LayerNorm")
 
