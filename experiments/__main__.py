@@ -14,7 +14,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from data_prep.corpora.assets import cache_dir
 from experiments import grid, jobs, report
@@ -69,7 +69,8 @@ def run(args: argparse.Namespace, command: str,
 
     The tables' runs form one grid, so a run two tables share (Table 8's
     80/10/10 row is Table 5's BERT) runs once, and runs of different tables
-    fill the workers together. Returns the last report's path.
+    fill the workers together. Each table is written as soon as its own runs
+    are done, not when the whole grid is. Returns the last table's path.
     """
     scale = scale or grid.SCALES[args.scale]
     if args.cache_dir:
@@ -81,15 +82,22 @@ def run(args: argparse.Namespace, command: str,
                                                  args.squad_dir)
     builder = grid.GridBuilder(scale, datasets, args.seeds)
     tables = [builder.table(name) for name in args.table]
-    cache = jobs.Cache(cache_root)
-    results = jobs.run_grid([job for table in tables for job in table.jobs], cache, runner,
-                            args.workers)
-    for table in tables:
-        path = report.write_report(table, results, args.output_dir, scale.name, args.seeds,
-                                   command)
-        print(path.read_text(encoding="utf-8"))
-        print(f"Wrote {path}")
-    return path
+    written: dict[str, Path] = {}
+
+    def write_finished(results: Mapping[str, dict]) -> None:
+        for table in tables:
+            if table.name in written or any(job.key not in results
+                                            for job in jobs.all_jobs(table.jobs)):
+                continue
+            path = report.write_report(table, results, args.output_dir, scale.name,
+                                       args.seeds, command)
+            print(path.read_text(encoding="utf-8"))
+            print(f"Wrote {path}", flush=True)
+            written[table.name] = path
+
+    jobs.run_grid([job for table in tables for job in table.jobs], jobs.Cache(cache_root),
+                  runner, args.workers, write_finished)
+    return written[tables[-1].name]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

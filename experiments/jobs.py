@@ -277,14 +277,16 @@ def all_jobs(jobs: Iterable[Job]) -> list[Job]:
 
 
 def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runner,
-             workers: int = 1) -> dict[str, dict]:
+             workers: int = 1,
+             progress: Callable[[Mapping[str, dict]], None] | None = None) -> dict[str, dict]:
     """Results by job key; a job starts as soon as its inputs are ready and a worker is free.
 
     Small models keep one core busy better than two, so on a small machine
     separate runs side by side finish sooner than one after another: each
     gets its share of the cores, except a run that starts with nothing beside
     it and nothing else ready, which gets them all. When a run fails, the
-    runs already started finish and nothing more starts.
+    runs already started finish and nothing more starts. `progress` is
+    called with the results so far, before the first run and after each.
     """
     pending = all_jobs(jobs)
     results: dict[str, dict] = {}
@@ -295,6 +297,8 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
             results[job.key] = cached
     pending = [job for job in pending if job.key not in results]
     print(f"{total} runs: {total - len(pending)} cached, {len(pending)} to run", flush=True)
+    if progress:
+        progress(results)
     share = max(1, (os.cpu_count() or 1) // workers)
     running: dict[Future, Job] = {}
     failure: BaseException | None = None
@@ -317,6 +321,9 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
                     results[job.key] = future.result()
                 except BaseException as error:  # let the runs beside it finish first
                     failure = failure or error
+                else:
+                    if progress:
+                        progress(results)
             print(f"{len(results)}/{total} runs done ({time.monotonic() - started:.0f} s)",
                   flush=True)
     if failure is not None:
