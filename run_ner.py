@@ -47,6 +47,8 @@ flags.DEFINE_integer("window_stride", None, "Sub-tokens between the windows of a
                      "longer than one window (default: half a window).")
 flags.DEFINE_enum("mode", "fine_tune", ["fine_tune", "feature_based"],
                   "Fine-tune BERT, or train a BiLSTM on frozen BERT features (Table 7).")
+flags.DEFINE_bool("causal", False, "fine_tune the left-to-right (GPT-style) model: causal "
+                  "attention, so each token's tag sees only the tokens up to it.")
 flags.DEFINE_enum("feature_layers", "concat_last_four", list(FEATURE_LAYERS),
                   "feature_based: which encoder layers make the features (Table 7's rows).")
 flags.DEFINE_integer("lstm_units", 768, "feature_based: units of each BiLSTM direction.")
@@ -63,7 +65,7 @@ def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
         data_dir=values.data_dir, do_train=values.do_train, do_eval=values.do_eval,
         do_predict=values.do_predict, labels=tuple(values.labels) if values.labels else None,
         tag_scheme=values.tag_scheme, document_context=values.document_context,
-        window_stride=values.window_stride, mode=values.mode,
+        window_stride=values.window_stride, mode=values.mode, causal=values.causal,
         feature_layers=values.feature_layers, lstm_units=values.lstm_units,
         lstm_dropout=values.lstm_dropout, feature_cache_dir=values.feature_cache_dir,
         feature_learning_rate=rate)

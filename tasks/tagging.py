@@ -55,6 +55,7 @@ class TaggingTask:
     document_context: bool = False  # fill windows with the document's neighbouring sentences
     window_stride: int | None = None  # sub-tokens between windows (default: half a window)
     mode: str = "fine_tune"  # fine_tune or feature_based
+    causal: bool = False  # fine_tune: the left-to-right model, each tag sees its left context
     feature_layers: str = "concat_last_four"  # feature_based: Table 7's row
     lstm_units: int = 768  # feature_based: units of each BiLSTM direction
     lstm_dropout: float = 0.1  # feature_based: dropout on features and LSTM outputs
@@ -71,6 +72,9 @@ class TaggingTask:
             raise ValueError(f"--lstm_dropout must be in [0, 1), got {self.lstm_dropout}")
         if self.mode not in ("fine_tune", "feature_based"):
             raise ValueError(f"--mode must be fine_tune or feature_based, got {self.mode!r}")
+        if self.causal and self.mode != "fine_tune":
+            raise ValueError("--causal fine-tunes the left-to-right model; it has no "
+                             "--mode=feature_based")
         if self.feature_layers not in FEATURE_LAYERS:
             raise ValueError(f"--feature_layers must be one of {', '.join(FEATURE_LAYERS)}")
 
@@ -147,7 +151,8 @@ def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run
     """Builds (and with do_train, fine-tunes and saves) the tagger; returns its predictor."""
     keras.utils.set_random_seed(run.random_seed)
     model = finetuning.build_model(setup.strategy,
-                                   lambda: BertTokenTagger(setup.config, len(labels)),
+                                   lambda: BertTokenTagger(setup.config, len(labels),
+                                                           causal=task.causal),
                                    files.init_checkpoint)
     if task.do_train:
         finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,

@@ -244,7 +244,8 @@ def test_resumes_after_the_driver_is_killed(tmp_path):
 
 def test_report_puts_the_paper_beside_ours_and_marks_what_does_not_apply(tmp_path):
     datasets = write_toy_data(tmp_path / "data")
-    report = run_driver(arguments(tmp_path, "5"), FakeRunner(), datasets=datasets)
+    runner = FakeRunner()
+    report = run_driver(arguments(tmp_path, "5"), runner, datasets=datasets)
     lines = report.read_text(encoding="utf-8").splitlines()
     header = next(line for line in lines if line.startswith("| variant"))
     assert header == ("| variant | sentiment (ours) | paper: SST-2 | tagging (ours) |")
@@ -253,8 +254,13 @@ def test_report_puts_the_paper_beside_ours_and_marks_what_does_not_apply(tmp_pat
     # Two restarts at the better rate (the fake gives the second rate +10 points): mean ± std.
     assert cells[1].endswith("(lr 0.003)") and " ± " in cells[1]
     assert cells[2] == "92.7"
+    # The left-to-right model is tagged causally; the BiLSTM row applies nowhere.
     ltr = next(line for line in lines if line.startswith("| LTR & No NSP |"))
-    assert [cell.strip() for cell in ltr.strip("|").split("|")][3] == "n/a"
+    assert " ± " in [cell.strip() for cell in ltr.strip("|").split("|")][3]
+    bilstm = next(line for line in lines if line.startswith("| + BiLSTM |"))
+    assert [cell.strip() for cell in bilstm.strip("|").split("|")][3] == "n/a"
+    tagged = [call for call in runner.calls if call[0] == "run_ner.py"]
+    assert sum("--causal=true" in call for call in tagged) == len(tagged) // 3
     assert (tmp_path / "results" / "table5_toy.png").is_file()
     # The pre-trainings' loss curves, read from their logs (loss=, not masked_lm_loss=).
     assert "![table5_toy_pretraining](table5_toy_pretraining.png)" in lines

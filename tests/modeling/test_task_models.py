@@ -72,6 +72,22 @@ def test_causal_classifier_reads_the_last_real_token():
                            logits[1])
 
 
+def test_causal_tagger_tags_each_token_from_its_left_context():
+    features = _features()
+    ids = features["input_ids"].numpy()
+    later = ids.copy()
+    later[:, 4] = (later[:, 4] + 1) % 50
+    changed = {**features, "input_ids": tf.constant(later)}
+    causal = BertTokenTagger(CONFIG, num_labels=3, causal=True)
+    logits, after = causal(features).numpy(), causal(changed).numpy()
+    np.testing.assert_allclose(after[:, :4], logits[:, :4], atol=1e-6)  # blind to token 4
+    assert not np.allclose(after[:, 4], logits[:, 4])
+    bidirectional = BertTokenTagger(CONFIG, num_labels=3)
+    assert not np.allclose(bidirectional(changed).numpy()[:, :4],
+                           bidirectional(features).numpy()[:, :4])
+    assert BertTokenTagger.from_config(causal.get_config()).causal
+
+
 def test_lm_auxiliary_loss_only_in_training():
     model = BertClassifier(CONFIG, num_labels=2, causal=True, lm_aux_weight=0.5)
     model(_features(), training=True)

@@ -139,6 +139,15 @@ def test_feature_based_with_document_context_caches_features_once(assets, checkp
     assert reloaded["test_f1"] == trained["test_f1"]
 
 
+def test_causal_fine_tuning_trains_and_has_no_feature_based_mode(assets, tmp_path):
+    _run(assets, tmp_path / "causal", causal=True, do_predict=False)
+    results = read_eval_results(tmp_path / "causal" / "eval_results.txt")
+    assert 0.0 <= results["eval_f1"] <= 1.0
+    refused = _run(assets, tmp_path / "features", expect=1, causal=True, mode="feature_based")
+    assert "--causal fine-tunes the left-to-right model" in refused.stderr
+    assert not (tmp_path / "features" / "eval_results.txt").exists()
+
+
 def _replace_line(text: str, number: int, replacement: str) -> str:
     lines = text.split("\n")
     lines[number - 1] = replacement
