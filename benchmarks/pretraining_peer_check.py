@@ -129,7 +129,7 @@ def train_keras_hub(args, config: BertConfig, data, evaluate) -> list[float]:
 
 def report(args, curves: dict[str, list[float]], seconds: dict[str, float], argv) -> str:
     steps = list(range(args.eval_every, args.steps + 1, args.eval_every))
-    lines = ["# Pre-training dynamics against keras-hub", "", __doc__.split("\n\n")[1], "",
+    lines = ["# Pre-training dynamics against keras-hub", "", *__doc__.split("\n\n")[1:3], "",
              "Command: `" + shlex.join(["python", "benchmarks/pretraining_peer_check.py",
                                         *argv]).replace(str(Path.home()), "~") + "`", "",
              f"Model L{args.layers}/H{args.hidden}/A{args.heads}, batch {args.batch} x "
