@@ -449,3 +449,25 @@ def test_a_job_starts_when_its_inputs_are_ready_not_when_a_round_ends(tmp_path):
     assert set(results) == {quick.key, slow.key, after_quick.key}
     share = str(max(1, (os.cpu_count() or 1) // 2))
     assert threads == {"quick": share, "slow": share, "after_quick": share}
+
+
+def test_feature_based_runs_read_only_layers_the_model_has(tmp_path):
+    datasets = write_toy_data(tmp_path / "data")
+
+    def feature_runs(scale, table):
+        return [job for job in jobs.all_jobs(grid.GridBuilder(scale, datasets, 2).table(table).jobs)
+                if job.settings.get("mode") == "feature_based"]
+
+    with pytest.raises(ValueError, match="Table 7 reads the last four blocks, but the toy "
+                                         "scale's model has 2"):
+        grid.GridBuilder(TOY, datasets, 2).table("7")
+    four = dataclasses.replace(TOY, feature_model=(4, 32))
+    runs = feature_runs(four, "7")
+    assert {run.inputs["init_checkpoint"].job.model["num_hidden_layers"] for run in runs} == {4}
+    assert {run.settings["feature_layers"] for run in runs} == set(grid.FEATURE_LAYERS)
+    # Table 8's feature-based column: the paper's last four when the base model has them.
+    assert {run.settings["feature_layers"] for run in feature_runs(TOY, "8")} == {"sum_all"}
+    deeper = dataclasses.replace(TOY, base_model=(4, 32))
+    assert {run.settings["feature_layers"] for run in feature_runs(deeper, "8")} == {
+        "concat_last_four"}
+    assert grid.SCALES["cpu"].feature_model[0] >= 4
