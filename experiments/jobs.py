@@ -285,7 +285,8 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
     separate runs side by side finish sooner than one after another: each
     gets its share of the cores, except a run that starts with nothing beside
     it and nothing else ready, which gets them all. When a run fails, the
-    runs already started finish and nothing more starts. `progress` is
+    runs already started finish and nothing more starts. Among the ready
+    runs, those that more runs wait on start first. `progress` is
     called with the results so far, before the first run and after each.
     """
     pending = all_jobs(jobs)
@@ -299,13 +300,21 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
     print(f"{total} runs: {total - len(pending)} cached, {len(pending)} to run", flush=True)
     if progress:
         progress(results)
+    # Runs that more runs wait on start first (a pre-training before the
+    # fine-tunings of other models), so that the longest chain starts early.
+    waiting = {job.key: 0 for job in pending}
+    for job in reversed(pending):  # a job's dependents come after it
+        for dependency in job.dependencies:
+            if dependency.key in waiting:
+                waiting[dependency.key] += 1 + waiting[job.key]
     share = max(1, (os.cpu_count() or 1) // workers)
     running: dict[Future, Job] = {}
     failure: BaseException | None = None
     with ThreadPoolExecutor(workers) as pool:
         while pending or running:
-            ready = [job for job in pending
-                     if all(dependency.key in results for dependency in job.dependencies)]
+            ready = sorted((job for job in pending
+                            if all(dependency.key in results for dependency in job.dependencies)),
+                           key=lambda job: -waiting[job.key])
             while failure is None and ready and len(running) < workers:
                 job = ready.pop(0)
                 alone = not running and not ready

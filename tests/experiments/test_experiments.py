@@ -414,17 +414,26 @@ def test_two_phases_chain_and_the_figure_reads_the_first(tmp_path):
 def test_several_tables_are_one_grid_each_written_when_its_runs_are_done(tmp_path):
     datasets = write_toy_data(tmp_path / "data")
     builder = grid.GridBuilder(TOY, datasets, 2)
-    table5 = {job.key for job in jobs.all_jobs(builder.table("5").jobs)}
-    needed = table5 | {job.key for job in jobs.all_jobs(builder.table("8").jobs)}
-    # Table 5's runs come first; the run after them fails, and Table 5 is already written.
-    failing = FakeRunner(fail_at=len(table5) + 1)
+    needed = {job.key for name in ("5", "8") for job in jobs.all_jobs(builder.table(name).jobs)}
+    cache = jobs.Cache(tmp_path / "cache")
+    table5_jobs = jobs.all_jobs(builder.table("5").jobs)
+
+    class FailOnceTable5IsDone(FakeRunner):
+        def __call__(self, arguments, log, environment):
+            if all(cache.result(job) is not None for job in table5_jobs):
+                raise KeyboardInterrupt
+            super().__call__(arguments, log, environment)
+
     with pytest.raises(KeyboardInterrupt):
-        run_driver(arguments(tmp_path, "5,8,5"), failing, datasets=datasets)
+        run_driver(arguments(tmp_path, "5,8,5"), FailOnceTable5IsDone(), datasets=datasets)
     assert [path.name for path in (tmp_path / "results").glob("*.md")] == ["table5_toy.md"]
 
+    every = jobs.all_jobs([*builder.table("5").jobs, *builder.table("8").jobs])
+    assert len(every) == len(needed)  # shared runs are one job
+    done = sum(cache.result(job) is not None for job in every)
     runner = FakeRunner()
     run_driver(arguments(tmp_path, "5,8,5"), runner, datasets=datasets)
-    assert len(runner.calls) == len(needed) - len(table5)  # shared runs ran once
+    assert len(runner.calls) == len(needed) - done  # nothing ran twice
     assert {path.name for path in (tmp_path / "results").glob("*.md")} == {
         "table5_toy.md", "table8_toy.md"}
 
@@ -471,3 +480,18 @@ def test_feature_based_runs_read_only_layers_the_model_has(tmp_path):
     assert {run.settings["feature_layers"] for run in feature_runs(deeper, "8")} == {
         "concat_last_four"}
     assert grid.SCALES["cpu"].feature_model[0] >= 4
+
+
+def test_runs_that_others_wait_on_start_first(tmp_path):
+    alone = jobs.Job("tool.py", {"name": "alone"})
+    base = jobs.Job("tool.py", {"name": "base"})
+    middle = jobs.Job("tool.py", {"name": "middle"}, {"input": jobs.Output(base)})
+    top = jobs.Job("tool.py", {"name": "top"}, {"input": jobs.Output(middle)})
+    order = []
+
+    def runner(arguments, log, environment):
+        order.append(next(flag.split("=", 1)[1] for flag in arguments
+                          if flag.startswith("--name=")))
+
+    jobs.run_grid([alone, top], jobs.Cache(tmp_path), runner, workers=1)
+    assert order == ["base", "middle", "alone", "top"]  # ties keep the given order
