@@ -69,8 +69,9 @@ def run(args: argparse.Namespace, command: str,
 
     The tables' runs form one grid, so a run two tables share (Table 8's
     80/10/10 row is Table 5's BERT) runs once, and runs of different tables
-    fill the workers together. Each table is written as soon as its own runs
-    are done, not when the whole grid is. Returns the last table's path.
+    fill the workers together. The tables' runs start in the order the tables
+    are asked for, and each table is written as soon as its own runs are
+    done, not when the whole grid is. Returns the last table's path.
     """
     scale = scale or grid.SCALES[args.scale]
     if args.cache_dir:
@@ -95,8 +96,12 @@ def run(args: argparse.Namespace, command: str,
             print(f"Wrote {path}", flush=True)
             written[table.name] = path
 
+    first_table = {}  # tables are finished in the order asked for
+    for index, table in enumerate(tables):
+        for job in jobs.all_jobs(table.jobs):
+            first_table.setdefault(job.key, index)
     jobs.run_grid([job for table in tables for job in table.jobs], jobs.Cache(cache_root),
-                  runner, args.workers, write_finished)
+                  runner, args.workers, write_finished, lambda job: first_table[job.key])
     return written[tables[-1].name]
 
 

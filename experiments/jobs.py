@@ -278,7 +278,8 @@ def all_jobs(jobs: Iterable[Job]) -> list[Job]:
 
 def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runner,
              workers: int = 1,
-             progress: Callable[[Mapping[str, dict]], None] | None = None) -> dict[str, dict]:
+             progress: Callable[[Mapping[str, dict]], None] | None = None,
+             rank: Callable[[Job], int] | None = None) -> dict[str, dict]:
     """Results by job key; a job starts as soon as its inputs are ready and a worker is free.
 
     Small models keep one core busy better than two, so on a small machine
@@ -286,7 +287,8 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
     gets its share of the cores, except a run that starts with nothing beside
     it and nothing else ready, which gets them all. When a run fails, the
     runs already started finish and nothing more starts. Among the ready
-    runs, those that more runs wait on start first. `progress` is
+    runs, those of the lowest `rank` start first (e.g. the first table asked
+    for), and among those the ones that more runs wait on. `progress` is
     called with the results so far, before the first run and after each.
     """
     pending = all_jobs(jobs)
@@ -314,7 +316,7 @@ def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
         while pending or running:
             ready = sorted((job for job in pending
                             if all(dependency.key in results for dependency in job.dependencies)),
-                           key=lambda job: -waiting[job.key])
+                           key=lambda job: (rank(job) if rank else 0, -waiting[job.key]))
             while failure is None and ready and len(running) < workers:
                 job = ready.pop(0)
                 alone = not running and not ready

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -434,6 +435,14 @@ def test_several_tables_are_one_grid_each_written_when_its_runs_are_done(tmp_pat
     runner = FakeRunner()
     run_driver(arguments(tmp_path, "5,8,5"), runner, datasets=datasets)
     assert len(runner.calls) == len(needed) - done  # nothing ran twice
+
+    # With a fresh cache, every run of Table 5 starts before any run only Table 8 needs.
+    fresh = FakeRunner()
+    run_driver(arguments(tmp_path / "again", "5,8"), fresh, datasets=datasets)
+    started = [re.search(r"--output_(?:dir|file)=\S*/runs/([0-9a-f]{20})/", " ".join(call))
+               .group(1) for call in fresh.calls]
+    table5_keys = {job.key for job in table5_jobs}
+    assert set(started[:len(table5_keys)]) == table5_keys
     assert {path.name for path in (tmp_path / "results").glob("*.md")} == {
         "table5_toy.md", "table8_toy.md"}
 
