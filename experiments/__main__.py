@@ -25,8 +25,9 @@ PROGRAM = "python -m experiments"
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", required=True, type=_tables,
-                        help="The paper's Table 5, 6, 7, 8, or the training-steps figure "
-                             "(fig5); several, comma-separated, run as one grid.")
+                        help="The paper's Table 5, 6, 7, 8, the training-steps figure (fig5), "
+                             "or GPT's layers-transferred curve (gpt_layers); several, "
+                             "comma-separated, run as one grid.")
     parser.add_argument("--scale", default="cpu", choices=sorted(grid.SCALES),
                         help="Preset sizes: cpu (a few hours per table on 2 cores) or gpu.")
     parser.add_argument("--output_dir", default="experiments/results",

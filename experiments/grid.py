@@ -38,7 +38,7 @@ from data_prep.corpora.wsj_pos import tag_set, wsj_conll_dir
 from experiments.jobs import Dataset, Job, Output
 from training.atomic import write_atomically
 
-TABLES = ("5", "6", "7", "8", "fig5")
+TABLES = ("5", "6", "7", "8", "fig5", "gpt_layers")
 GLUE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")
@@ -293,6 +293,7 @@ class Table:
     paper_columns: dict[str, str]  # our column -> the paper's column shown beside it
     notes: list[str]
     figure: bool = False
+    x_label: str = "pre-training steps"  # the figure's x axis (each row's `step`)
 
     @property
     def jobs(self) -> list[Job]:
@@ -385,10 +386,14 @@ class GridBuilder:
                 "init_checkpoint": Output(pretrained, checkpoint)}
 
     def classify(self, pretrained: Job, data: Dataset, task: str, causal: bool = False,
-                 step: int | None = None) -> SweepCell:
-        """A sweep; from an intermediate first-phase checkpoint (`step`), at that phase's length."""
+                 step: int | None = None, transfer: dict | None = None) -> SweepCell:
+        """A sweep; from an intermediate first-phase checkpoint (`step`), at that phase's length.
+
+        `transfer` ({"transfer_layers": N} or empty) starts from the first N blocks only.
+        """
         scale = self.scale
         length = {"max_seq_length": scale.phases[0].max_seq_length} if step else {}
+        length.update(transfer or {})
         return SweepCell(Job("run_classifier.py", {
             "task_name": task, "do_train": True, "do_eval": True, "causal": causal,
             "learning_rates": ",".join(f"{rate:g}" for rate in scale.learning_rates),
@@ -398,13 +403,14 @@ class GridBuilder:
             keep=("*.txt", "*.tsv")))
 
     def tag(self, pretrained: Job, feature_layers: str | None = None,
-            causal: bool = False) -> SeedsCell:
+            causal: bool = False, transfer: dict | None = None) -> SeedsCell:
         """Fine-tuned tagging (left-to-right with `causal`), or the frozen-feature BiLSTM."""
         scale = self.scale
         mode = {"mode": "fine_tune"} if feature_layers is None else {
             "mode": "feature_based", "feature_layers": feature_layers, **scale.feature_tagger}
         if causal:  # only then: the bidirectional runs keep their cache keys
             mode["causal"] = True
+        mode.update(transfer or {})
         rates = scale.learning_rates if feature_layers is None else \
             (scale.feature_tagger["learning_rate"],)
         runs = {}
@@ -437,15 +443,15 @@ class GridBuilder:
             self._labels = text.getvalue().strip()
         return self._labels
 
-    def downstream(self, pretrained: Job, causal: bool = False,
-                   step: int | None = None) -> dict[str, Cell | None]:
+    def downstream(self, pretrained: Job, causal: bool = False, step: int | None = None,
+                   transfer: dict | None = None) -> dict[str, Cell | None]:
         """The sentiment, tagging and GLUE cells of one pre-trained model."""
         cells: dict[str, Cell | None] = {}
         if self.data.sentiment is not None:
             cells["sentiment"] = self.classify(pretrained, self.data.sentiment, "sst-2", causal,
-                                               step)
+                                               step, transfer)
         if self.data.tagging is not None and step is None:
-            cells["tagging"] = self.tag(pretrained, causal=causal)
+            cells["tagging"] = self.tag(pretrained, causal=causal, transfer=transfer)
         for task, data in self.data.glue:
             cells[task] = self.classify(pretrained, data, task, causal, step)
         if self.data.squad is not None and step is None:
@@ -467,7 +473,7 @@ class GridBuilder:
 
     def table(self, name: str) -> Table:
         return {"5": self.table5, "6": self.table6, "7": self.table7, "8": self.table8,
-                "fig5": self.figure5}[name]()
+                "fig5": self.figure5, "gpt_layers": self.gpt_layers}[name]()
 
     def table5(self) -> Table:
         shape = self.scale.base_model
@@ -604,6 +610,35 @@ class GridBuilder:
             "The paper (Figure 5) plots MNLI dev accuracy: MLM converges slightly slower than "
             "LTR but outperforms it in absolute accuracy almost immediately."],
             figure=True)
+
+    def gpt_layers(self) -> Table:
+        """GPT's Figure 2 (left): fine-tuning from the first k pre-trained blocks, k = 0..L."""
+        blocks = self.scale.base_model[0]
+        rows = []
+        for name, objective, causal, records in (
+                ("bidirectional (MLM)", "mlm", False, {"nsp": False}),
+                ("left-to-right (LM)", "ltr", True, {"nsp": False, "masked_lm_prob": 0.0})):
+            pretrained = self.pretrain(objective, self.scale.base_model, **records)
+            for layers in range(blocks + 1):
+                cells = {column: cell for column, cell in self.downstream(
+                    pretrained, causal, transfer=_transfer(layers, blocks)).items()
+                    if column in ("sentiment", "tagging")}
+                rows.append(Row(f"{name}, {layers} of {blocks} blocks", cells, series=name,
+                                step=layers, pretraining=pretrained))
+        columns = [column for column in self.columns() if column in ("sentiment", "tagging")]
+        return Table("gpt_layers", "Transferring the first k pre-trained blocks", columns,
+                     rows, {}, [
+            "GPT (Radford et al., 2018), Figure 2 left: fine-tuning starts from the "
+            "pre-trained embeddings and the first k blocks; the blocks above and the pooler "
+            "start random (`--transfer_layers=k`). Both models are Table 5's No NSP and "
+            "LTR pre-trainings, so the all-blocks points are Table 5's cells.",
+            "GPT found that each transferred layer helps, up to about 9% on MultiNLI with "
+            "all 12 layers."], figure=True, x_label="pre-trained blocks transferred")
+
+
+def _transfer(layers: int, blocks: int) -> dict:
+    """The fine-tuning flag for the first `layers` blocks; none for all (Table 5's runs)."""
+    return {} if layers == blocks else {"transfer_layers": layers}
 
 
 def _paper_glue(numbers: tuple[float, ...]) -> dict[str, float]:

@@ -43,8 +43,7 @@ def markdown(table: Table, results: Mapping[str, dict], scale: str, seeds: int,
         header.append(f"{column} (ours)")
         if column in table.paper_columns:
             header.append(f"paper: {table.paper_columns[column]}")
-    lines = [f"# Table {table.name}: {table.title} ({scale} scale)" if table.name != "fig5"
-             else f"# Figure 5: {table.title} ({scale} scale)", "",
+    lines = [f"# {heading(table)}: {table.title} ({scale} scale)", "",
              "Produced by:", "", "```bash", command, "```", "",
              f"Mean ± standard deviation over {seeds} seed(s) in percent (perplexity as is); "
              "`lr` is the fine-tuning rate chosen (sentiment and GLUE: best mean dev score; "
@@ -81,7 +80,7 @@ def plot(table: Table, results: Mapping[str, dict], path: Path) -> None:
                           zip(table.rows, row_scores) if row.series == series and score[column]]
                 if points:
                     axis.plot(*zip(*points), marker="o", label=series)
-            axis.set_xlabel("pre-training steps")
+            axis.set_xlabel(table.x_label)
             axis.legend()
         else:
             names, means, spreads = [], [], []
@@ -134,12 +133,18 @@ def _save(figure: Figure, path: Path) -> None:
         figure.savefig(temporary, format="png", dpi=100)
 
 
+def heading(table: Table) -> str:
+    """"Table 5", "Figure 5" or "GPT Figure 2"."""
+    return {"fig5": "Figure 5", "gpt_layers": "GPT Figure 2"}.get(table.name,
+                                                                f"Table {table.name}")
+
+
 def write_report(table: Table, results: Mapping[str, dict], output_dir: str | os.PathLike,
                  scale: str, seeds: int, command: str) -> Path:
     """Writes `table<N>_<scale>.md` and its PNGs into `output_dir`; returns the markdown path."""
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"table{table.name}_{scale}" if table.name != "fig5" else f"fig5_{scale}"
+    stem = f"table{table.name}_{scale}" if table.name.isdigit() else f"{table.name}_{scale}"
     png = folder / f"{stem}.png"
     plot(table, results, png)
     plots = [str(png)]

@@ -129,14 +129,15 @@ def read_data(task: ClassificationTask, tokenizer, max_seq_length: int) -> Class
 
 
 def build_model(setup: finetuning.Setup, data: ClassificationData, task: ClassificationTask,
-                init_checkpoint: str | None) -> keras.Model:
+                files: ModelFiles) -> keras.Model:
     def model_fn() -> keras.Model:
         if data.kind == "multiple_choice":
             return BertMultipleChoice(setup.config)
         return BertClassifier(setup.config, num_labels=len(data.labels or [None]),
                               causal=task.causal, lm_aux_weight=task.lm_aux_weight)
 
-    return finetuning.build_model(setup.strategy, model_fn, init_checkpoint)
+    return finetuning.build_model(setup.strategy, model_fn, files.init_checkpoint,
+                                  files.transfer_layers)
 
 
 def loss(data: ClassificationData) -> loop.LossFunction:
@@ -172,7 +173,7 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
         run_dir = run.output_dir if len(grid) == 1 else os.path.join(
             run.output_dir, "runs", f"lr{rate:g}_restart{restart}")
         keras.utils.set_random_seed(run.random_seed + restart)
-        model = build_model(setup, data, task, files.init_checkpoint)
+        model = build_model(setup, data, task, files)
         try:
             finetuning.train(model, setup.strategy, data.train, loss(data),
                              dataclasses.replace(optimization, learning_rate=rate), run,
@@ -245,7 +246,7 @@ def run(task: ClassificationTask, files: ModelFiles, run_config: RunConfig,
         finetuning.save_model_files(model, setup.config, files, output_dir)
         results = chosen.scores
     else:
-        model = build_model(setup, data, task, files.init_checkpoint)
+        model = build_model(setup, data, task, files)
         if task.do_eval:
             results = score(data, model, run_config.eval_batch_size)
     if task.do_eval:

@@ -80,7 +80,7 @@ def read_data(task: SquadTask, path: str, tokenizer, max_seq_length: int, is_tra
 def build_model(setup: finetuning.Setup, task: SquadTask, files: ModelFiles) -> keras.Model:
     return finetuning.build_model(
         setup.strategy, lambda: BertSpanModel(setup.config, bilstm_units=task.bilstm_units),
-        files.init_checkpoint)
+        files.init_checkpoint, files.transfer_layers)
 
 
 def write_outputs(model: keras.Model, task: SquadTask, examples: list[SquadExample],

@@ -83,6 +83,9 @@ def check(task: TaggingTask, files: ModelFiles, optimization: OptimizationConfig
     """Refuses a feature-based run that would read noise or train a fraction of an epoch."""
     if task.mode != "feature_based":
         return
+    if files.transfer_layers is not None:
+        raise ValueError("--transfer_layers picks the blocks a fine-tuned tagger starts from; "
+                         "--mode=feature_based reads the whole frozen encoder")
     if not files.init_checkpoint:
         raise ValueError("--mode=feature_based needs --init_checkpoint: features of a "
                          "random encoder are noise")
@@ -153,7 +156,7 @@ def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run
     model = finetuning.build_model(setup.strategy,
                                    lambda: BertTokenTagger(setup.config, len(labels),
                                                            causal=task.causal),
-                                   files.init_checkpoint)
+                                   files.init_checkpoint, files.transfer_layers)
     if task.do_train:
         finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,
                          optimization, run, run.output_dir, seed=run.random_seed)

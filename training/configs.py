@@ -52,6 +52,17 @@ class ModelFiles:
     vocab_file: str | None = None  # WordPiece vocabulary (needed to tokenize text)
     do_lower_case: bool = True  # lowercase and strip accents (uncased models)
     init_checkpoint: str | None = None  # Google, Hugging Face or own checkpoint; None: random
+    # Fine-tuning: transfer the embeddings and only the first N blocks (None: all of them).
+    transfer_layers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.transfer_layers is not None:
+            if self.transfer_layers < 0:
+                raise ValueError(f"--transfer_layers must be 0 or more, got "
+                                 f"{self.transfer_layers}")
+            if not self.init_checkpoint:
+                raise ValueError("--transfer_layers needs --init_checkpoint: it picks which "
+                                 "of its layers are transferred")
 
 
 @dataclasses.dataclass(frozen=True)

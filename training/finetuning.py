@@ -65,12 +65,15 @@ def setup(files: ModelFiles, run: RunConfig,
 
 
 def build_model(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.Model],
-                init_checkpoint: str | None) -> keras.Model:
-    """The task model inside the strategy's scope, with the pre-trained weights loaded."""
+                init_checkpoint: str | None, transfer_layers: int | None = None) -> keras.Model:
+    """The task model inside the strategy's scope, with the pre-trained weights loaded.
+
+    `transfer_layers=N` loads the embeddings and the first N blocks only.
+    """
     with strategy.scope():
         model = model_fn()
     if init_checkpoint:
-        report = load_weights(model, init_checkpoint)
+        report = load_weights(model, init_checkpoint, transfer_layers)
         logging.info(report.summary())
     else:
         logging.warning("No --init_checkpoint: the encoder starts from random weights")

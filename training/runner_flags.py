@@ -70,6 +70,10 @@ def define_finetuning_flags(flag_values: flags.FlagValues, max_seq_length: int =
     flags.DEFINE_float("num_train_epochs", num_train_epochs, "Passes over the training set.",
                        **into)
     flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.", **into)
+    flags.DEFINE_integer("transfer_layers", None,
+                         "Transfer the embeddings and only the first N Transformer blocks of "
+                         "--init_checkpoint; the blocks above (and the pooler) start random, "
+                         "as in GPT's layers-transferred curve. Default: all.", **into)
     define_distribution_flags(flag_values)
 
 
@@ -122,8 +126,9 @@ def check_required(values: flags.FlagValues, names: Iterable[str]) -> None:
 
 def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
     lower_case = values["do_lower_case"].value if "do_lower_case" in values else True
+    transfer = values["transfer_layers"].value if "transfer_layers" in values else None
     return ModelFiles(values.bert_config_file, values.vocab_file, lower_case,
-                      values.init_checkpoint)
+                      values.init_checkpoint, transfer)
 
 
 def run_config_from_flags(values: flags.FlagValues) -> RunConfig:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import numpy as np
 
@@ -28,6 +29,7 @@ class LoadReport:
     missing: list[str]     # model variables the checkpoint does not hold
     unexpected: list[str]  # checkpoint tensors the model has no variable for
     skipped: list[str]     # optimizer state and buffers, ignored on purpose
+    held_back: list[str] = dataclasses.field(default_factory=list)  # above `transfer_layers`
 
     def summary(self) -> str:
         lines = [f"loaded {len(self.loaded)} tensors from {self.source} ({self.format} format)"]
@@ -39,21 +41,55 @@ class LoadReport:
                 lines.append(f"{len(items)} {label}: {shown}")
         if self.skipped:
             lines.append(f"{len(self.skipped)} optimizer/bookkeeping tensors skipped")
+        if self.held_back:
+            lines.append(f"{len(self.held_back)} tensors above the transferred blocks left "
+                         "as initialized")
         return "\n".join(lines)
 
 
-def load_weights(model, path: str | os.PathLike) -> LoadReport:
+_BLOCK = re.compile(r"^bert/encoder/layer_(\d+)/")
+
+
+def transferred(name: str, transfer_layers: int | None) -> bool:
+    """Whether `transfer_layers` keeps `name`: the embeddings and blocks below it, not above.
+
+    GPT's layers-transferred curve (its Figure 2) starts a model from the
+    pre-trained embeddings and first N blocks. The pooler reads the last
+    block, so it is transferred only with all of them; task heads are never
+    in a pre-trained checkpoint's encoder.
+    """
+    if transfer_layers is None:
+        return True
+    block = _BLOCK.match(name)
+    if block:
+        return int(block.group(1)) < transfer_layers
+    return not name.startswith("bert/pooler/")
+
+
+def load_weights(model, path: str | os.PathLike,
+                 transfer_layers: int | None = None) -> LoadReport:
     """Loads a Google, Hugging Face or own checkpoint into `model`.
 
     `model` is any model of this project (`checkpoint_variables()` lists its
-    weights under Google's names). Raises CheckpointError when the file
-    cannot be read, when a tensor's shape differs from the variable's, or
-    when not a single weight of the model is in the file.
+    weights under Google's names). `transfer_layers=N` loads the embeddings
+    and the first N blocks only (all N of the model's blocks: the pooler
+    too). Raises CheckpointError when the file cannot be read, when a
+    tensor's shape differs from the variable's, or when not a single weight
+    of the model is in the file; ValueError when N exceeds the model's blocks.
     """
     checkpoint = read_checkpoint(path)
     variables = model.checkpoint_variables()
-    loaded, missing = [], []
+    blocks = {int(match.group(1)) for name in variables if (match := _BLOCK.match(name))}
+    if transfer_layers is not None and transfer_layers > len(blocks):
+        raise ValueError(f"--transfer_layers={transfer_layers}, but the model has "
+                         f"{len(blocks)} Transformer blocks")
+    if transfer_layers == len(blocks):
+        transfer_layers = None  # every block: the pooler as well
+    loaded, missing, held_back = [], [], []
     for name, variable in variables.items():
+        if not transferred(name, transfer_layers):
+            held_back.append(name)
+            continue
         if name not in checkpoint.tensors:
             missing.append(name)
             continue
@@ -70,7 +106,7 @@ def load_weights(model, path: str | os.PathLike) -> LoadReport:
             f"{', '.join(sorted(checkpoint.tensors)[:3]) or 'nothing'}); is it a BERT checkpoint?")
     unexpected = sorted(set(checkpoint.tensors) - set(variables))
     return LoadReport(checkpoint.source, checkpoint.format, loaded, sorted(missing), unexpected,
-                      checkpoint.skipped)
+                      checkpoint.skipped, sorted(held_back))
 
 
 def _shape_message(source: str, name: str, found, expected) -> str:

@@ -504,3 +504,23 @@ def test_runs_that_others_wait_on_start_first(tmp_path):
 
     jobs.run_grid([alone, top], jobs.Cache(tmp_path), runner, workers=1)
     assert order == ["base", "middle", "alone", "top"]  # ties keep the given order
+
+
+def test_gpt_layers_curve_transfers_the_first_k_blocks_and_shares_table5s_ends(tmp_path):
+    datasets = write_toy_data(tmp_path / "data")
+    run_driver(arguments(tmp_path, "5"), FakeRunner(), datasets=datasets)
+    runner = FakeRunner()
+    report = run_driver(arguments(tmp_path, "gpt_layers"), runner, datasets=datasets)
+    blocks = TOY.base_model[0]
+    transfers = sorted({flag for call in runner.calls for flag in call
+                        if flag.startswith("--transfer_layers=")})
+    assert transfers == [f"--transfer_layers={k}" for k in range(blocks)]
+    # Only the fine-tunings of k < all blocks are new: the rest is Table 5's cache.
+    assert {call[0] for call in runner.calls} == {"run_classifier.py", "run_ner.py"}
+    assert all(any(flag.startswith("--transfer_layers=") for flag in call)
+               for call in runner.calls)
+    assert report.name == "gpt_layers_toy.md"
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# GPT Figure 2: ")
+    assert f"| left-to-right (LM), 0 of {blocks} blocks |" in text
+    assert (tmp_path / "results" / "gpt_layers_toy.png").is_file()

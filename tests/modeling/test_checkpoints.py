@@ -137,6 +137,37 @@ def test_own_checkpoint_loads_into_another_model_class(tmp_path, hf_loaded_pretr
                                   hf_loaded_pretrainer.encoder.embedding_table.numpy())
 
 
+@pytest.mark.parametrize("transfer_layers", [0, 1])
+def test_transfer_layers_keeps_the_embeddings_and_blocks_below(tmp_path, hf_loaded_pretrainer,
+                                                              transfer_layers):
+    """GPT's layers-transferred curve: the first N blocks come from the checkpoint, no more."""
+    config = hf_loaded_pretrainer.config
+    assert config.num_hidden_layers == 2
+    path = save_checkpoint(hf_loaded_pretrainer, tmp_path / "ckpt")
+    saved = read_checkpoint(path).tensors
+    encoder = BertEncoder(config)
+    before = {name: variable.numpy() for name, variable in encoder.checkpoint_variables().items()}
+    report = load_weights(encoder, path, transfer_layers)
+    for name, variable in encoder.checkpoint_variables().items():
+        block = names_block(name)
+        expected_loaded = (block is None and not name.startswith("bert/pooler/")) or (
+            block is not None and block < transfer_layers)
+        assert (name in report.loaded) == expected_loaded, name
+        assert (name in report.held_back) != expected_loaded, name
+        np.testing.assert_array_equal(variable.numpy(),
+                                      saved[name] if expected_loaded else before[name], name)
+    assert "left as initialized" in report.summary()
+    # All blocks: the pooler comes too; more blocks than the model has is refused.
+    assert not load_weights(BertEncoder(config), path, 2).held_back
+    with pytest.raises(ValueError, match="--transfer_layers=3, but the model has 2"):
+        load_weights(BertEncoder(config), path, 3)
+
+
+def names_block(name: str) -> int | None:
+    parts = name.split("/")
+    return int(parts[2][len("layer_"):]) if parts[1:2] == ["encoder"] else None
+
+
 def test_huggingface_export_round_trip(tmp_path, hf_loaded_pretrainer):
     folder = export_huggingface(hf_loaded_pretrainer, tmp_path / "hf", hf_loaded_pretrainer.config)
     assert json.loads((folder / "config.json").read_text())["architectures"] == [

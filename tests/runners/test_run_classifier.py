@@ -93,10 +93,16 @@ def test_own_tsv_pairs_regression_style_labels(sst2, tmp_path):
     assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
 
 
-def test_causal_model_with_lm_loss_runs(sst2, tmp_path):
-    result = _run(sst2, tmp_path, causal=True, lm_aux_weight=0.5, num_train_epochs=1,
+def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(sst2, tmp_path):
+    result = _run(sst2, tmp_path / "first", causal=True, lm_aux_weight=0.5, num_train_epochs=1,
                   do_predict=False, export_saved_model=False)
     assert result.returncode == 0, result.stderr[-3000:]
+    again = _run(sst2, tmp_path / "again", causal=True, num_train_epochs=1, do_predict=False,
+                 export_saved_model=False, init_checkpoint=tmp_path / "first",
+                 transfer_layers=1)
+    assert again.returncode == 0, again.stderr[-3000:]
+    # write_tiny_config has 2 blocks: the second block and the pooler stay random.
+    assert "tensors above the transferred blocks left as initialized" in again.stderr
 
 
 @pytest.mark.parametrize("flags, message", [

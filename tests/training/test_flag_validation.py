@@ -87,6 +87,9 @@ def test_pretraining_accepts_the_defaults_and_zero_warmup(tmp_path):
     (["--do_eval", "--eval_batch_size=0"], "--eval_batch_size must be positive"),
     (["--do_train", "--save_checkpoints_steps=0"], "--save_checkpoints_steps must be positive"),
     (["--do_predict", "--cpu_replicas=-2"], "--cpu_replicas must be 0 or positive"),
+    (["--do_train", "--init_checkpoint=ckpt", "--transfer_layers=-1"],
+     "--transfer_layers must be 0 or more, got -1"),
+    (["--do_train", "--transfer_layers=1"], "--transfer_layers needs --init_checkpoint"),
 ])
 def test_finetuning_refuses_out_of_range_flags(arguments, message):
     with pytest.raises(ValueError, match=message):
