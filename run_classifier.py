@@ -12,9 +12,14 @@ fine-tune and score on dev; keep the best. Every run is listed in
 test predictions, saved and exported.
 
 `--causal` fine-tunes the left-to-right (GPT-style) model: causal attention
-and the classifier on the last token; `--lm_aux_weight` adds GPT's
-auxiliary language-model loss. `--wnli_majority_class` writes WNLI's test
-submission as the majority class, as the paper did.
+and the classifier on the last token (SWAG: each choice scored from its
+last token); `--lm_aux_weight` adds GPT's auxiliary language-model loss, and
+`--both_orders` GPT's input for similarity tasks (MRPC, QQP, STS-B): each
+pair encoded as (a, b) and (b, a), the two last-token vectors added.
+`--bilstm_units` classifies from a randomly initialized BiLSTM's final
+states instead (Table 5's "+ BiLSTM": a right-to-left reading on top of the
+left-to-right model). `--wnli_majority_class` writes WNLI's test submission
+as the majority class, as the paper did.
 
 Outputs in `--output_dir`: `eval_results.txt`, `sweep_results.tsv`,
 `submission/<TASK>.tsv` (GLUE server layout), `model.ckpt*` with
@@ -38,6 +43,11 @@ flags.DEFINE_list("learning_rates", [], "Sweep these learning rates (default: --
 flags.DEFINE_integer("num_restarts", 1, "Runs per learning rate, with different seeds.")
 flags.DEFINE_bool("causal", False, "Left-to-right model (causal attention, last-token classifier).")
 flags.DEFINE_float("lm_aux_weight", 0.0, "GPT's auxiliary LM loss weight (with --causal).")
+flags.DEFINE_bool("both_orders", False,
+                  "With --causal: encode each pair in both orders and add them (GPT's "
+                  "similarity input).")
+flags.DEFINE_integer("bilstm_units", 0, "Units per direction of a randomly initialized "
+                     "BiLSTM whose final states classify (0: none; Table 5's + BiLSTM).")
 flags.DEFINE_bool("wnli_majority_class", False, "Submit WNLI's majority class, as the paper.")
 flags.DEFINE_bool("export_saved_model", True, "Export a SavedModel taking raw strings.")
 flags.DEFINE_string("tsv_text_a_column", None, "tsv task: first text column (name or index).")
@@ -54,7 +64,9 @@ def task_from_flags(values: flags.FlagValues) -> classification.ClassificationTa
         do_eval=values.do_eval, do_predict=values.do_predict,
         learning_rates=tuple(runner_flags.parse_learning_rates(values.learning_rates)),
         num_restarts=values.num_restarts, causal=values.causal,
-        lm_aux_weight=values.lm_aux_weight, wnli_majority_class=values.wnli_majority_class,
+        lm_aux_weight=values.lm_aux_weight, both_orders=values.both_orders,
+        bilstm_units=values.bilstm_units,
+        wnli_majority_class=values.wnli_majority_class,
         export_saved_model=values.export_saved_model,
         tsv_text_a_column=values.tsv_text_a_column, tsv_text_b_column=values.tsv_text_b_column,
         tsv_label_column=values.tsv_label_column,

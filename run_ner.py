@@ -4,7 +4,9 @@
 encoder's last layer, all weights trained, each word predicted at its first
 WordPiece and no CRF, as the paper. `--document_context` fills each window
 with the neighbouring sentences of the same document, the "maximal document
-context" the paper used; only the target sentence is scored.
+context" the paper used; only the target sentence is scored. `--causal`
+fine-tunes the left-to-right model, and `--bilstm_units` puts a randomly
+initialized BiLSTM under the tagger (Table 5's "+ BiLSTM").
 
 `--mode=feature_based` (Section 5.4, Table 7): the pre-trained encoder stays
 frozen. Its activations (`--feature_layers`, one flag value per Table 7 row)
@@ -49,6 +51,8 @@ flags.DEFINE_enum("mode", "fine_tune", ["fine_tune", "feature_based"],
                   "Fine-tune BERT, or train a BiLSTM on frozen BERT features (Table 7).")
 flags.DEFINE_bool("causal", False, "fine_tune the left-to-right (GPT-style) model: causal "
                   "attention, so each token's tag sees only the tokens up to it.")
+flags.DEFINE_integer("bilstm_units", 0, "fine_tune: units per direction of a randomly "
+                     "initialized BiLSTM between the encoder and the tags (0: none).")
 flags.DEFINE_enum("feature_layers", "concat_last_four", list(FEATURE_LAYERS),
                   "feature_based: which encoder layers make the features (Table 7's rows).")
 flags.DEFINE_integer("lstm_units", 768, "feature_based: units of each BiLSTM direction.")
@@ -66,6 +70,7 @@ def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
         do_predict=values.do_predict, labels=tuple(values.labels) if values.labels else None,
         tag_scheme=values.tag_scheme, document_context=values.document_context,
         window_stride=values.window_stride, mode=values.mode, causal=values.causal,
+        bilstm_units=values.bilstm_units,
         feature_layers=values.feature_layers, lstm_units=values.lstm_units,
         lstm_dropout=values.lstm_dropout, feature_cache_dir=values.feature_cache_dir,
         feature_learning_rate=rate)

@@ -40,6 +40,8 @@ from training.atomic import write_atomically
 
 TABLES = ("5", "6", "7", "8", "fig5", "gpt_layers")
 GLUE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")
+# GPT encodes these pairs in both orders (its input for similarity, which has no order).
+GPT_SIMILARITY_TASKS = ("mrpc", "qqp", "sts-b")
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")
 
@@ -95,7 +97,8 @@ SCALES = {
     "cpu": Scale(
         name="cpu", vocab_size=8000,
         phases=_phases((32, 5, 10, 4500, 450, 128, 1e-3), (64, 10, 2, 400, 40, 64, 5e-4)),
-        base_model=(2, 128), table6_models=((2, 128), (4, 256), (4, 512)),
+        # Table 6 grows width, then depth; its two larger sizes are Tables 5's and 7's models.
+        base_model=(2, 128), table6_models=((2, 64), (2, 128), (4, 128)),
         figure_steps=(1000, 2000, 3000, 4500),
         learning_rates=(3e-4, 1e-3),
         classifier={"max_seq_length": 64, "train_batch_size": 32, "eval_batch_size": 128,
@@ -386,14 +389,19 @@ class GridBuilder:
                 "init_checkpoint": Output(pretrained, checkpoint)}
 
     def classify(self, pretrained: Job, data: Dataset, task: str, causal: bool = False,
-                 step: int | None = None, transfer: dict | None = None) -> SweepCell:
+                 step: int | None = None, transfer: dict | None = None,
+                 head: dict | None = None) -> SweepCell:
         """A sweep; from an intermediate first-phase checkpoint (`step`), at that phase's length.
 
-        `transfer` ({"transfer_layers": N} or empty) starts from the first N blocks only.
+        `transfer` ({"transfer_layers": N} or empty) starts from the first N blocks only;
+        `head` ({"bilstm_units": N} or empty) adds a BiLSTM under the output layer.
         """
         scale = self.scale
         length = {"max_seq_length": scale.phases[0].max_seq_length} if step else {}
         length.update(transfer or {})
+        length.update(head or {})
+        if causal and task.lower() in GPT_SIMILARITY_TASKS:
+            length["both_orders"] = True  # GPT's similarity input
         return SweepCell(Job("run_classifier.py", {
             "task_name": task, "do_train": True, "do_eval": True, "causal": causal,
             "learning_rates": ",".join(f"{rate:g}" for rate in scale.learning_rates),
@@ -403,7 +411,8 @@ class GridBuilder:
             keep=("*.txt", "*.tsv")))
 
     def tag(self, pretrained: Job, feature_layers: str | None = None,
-            causal: bool = False, transfer: dict | None = None) -> SeedsCell:
+            causal: bool = False, transfer: dict | None = None,
+            head: dict | None = None) -> SeedsCell:
         """Fine-tuned tagging (left-to-right with `causal`), or the frozen-feature BiLSTM."""
         scale = self.scale
         mode = {"mode": "fine_tune"} if feature_layers is None else {
@@ -411,6 +420,7 @@ class GridBuilder:
         if causal:  # only then: the bidirectional runs keep their cache keys
             mode["causal"] = True
         mode.update(transfer or {})
+        mode.update(head or {})
         rates = scale.learning_rates if feature_layers is None else \
             (scale.feature_tagger["learning_rate"],)
         runs = {}
@@ -444,16 +454,17 @@ class GridBuilder:
         return self._labels
 
     def downstream(self, pretrained: Job, causal: bool = False, step: int | None = None,
-                   transfer: dict | None = None) -> dict[str, Cell | None]:
+                   transfer: dict | None = None, head: dict | None = None
+                   ) -> dict[str, Cell | None]:
         """The sentiment, tagging and GLUE cells of one pre-trained model."""
         cells: dict[str, Cell | None] = {}
         if self.data.sentiment is not None:
             cells["sentiment"] = self.classify(pretrained, self.data.sentiment, "sst-2", causal,
-                                               step, transfer)
+                                               step, transfer, head)
         if self.data.tagging is not None and step is None:
-            cells["tagging"] = self.tag(pretrained, causal=causal, transfer=transfer)
+            cells["tagging"] = self.tag(pretrained, causal=causal, transfer=transfer, head=head)
         for task, data in self.data.glue:
-            cells[task] = self.classify(pretrained, data, task, causal, step)
+            cells[task] = self.classify(pretrained, data, task, causal, step, head=head)
         if self.data.squad is not None and step is None:
             # run_squad.py has no --causal: a left-to-right model is not scored there.
             cells["SQuAD"] = None if causal else self.answer(pretrained)
@@ -486,20 +497,21 @@ class GridBuilder:
             "LTR & No NSP": (82.1, 84.3, 77.5, 92.1, 77.8),
             "+ BiLSTM": (82.1, 84.1, 75.7, 91.6, 84.9)}
         columns = self.columns()
-        bilstm = {column: None for column in columns}
+        bilstm = {"bilstm_units": shape[1]}  # as wide as the encoder, per direction
         rows = [Row("BERT (MLM + NSP)", self.downstream(bert), pretraining=bert),
                 Row("No NSP", self.downstream(no_nsp), pretraining=no_nsp),
                 Row("LTR & No NSP", self.downstream(ltr, causal=True), pretraining=ltr),
-                Row("+ BiLSTM", bilstm)]
+                Row("+ BiLSTM", self.downstream(ltr, causal=True, head=bilstm))]
         for row in rows:
             row.paper = _paper_glue(paper[row.name])
         return Table("5", "Pre-training tasks", columns, rows, _paper_column_names(columns), [
             "The left-to-right model is fine-tuned with `run_classifier.py --causal` "
-            "(the last token's vector classifies) and `run_ner.py --causal` (each token's "
+            "(the last token's vector classifies; on MRPC, QQP and STS-B with GPT's "
+            "`--both_orders`, both orders of the pair added) and `run_ner.py --causal` (each token's "
             "tag sees only the tokens up to it, as the paper's LTR model on SQuAD).",
-            "`+ BiLSTM`: only `run_squad.py` has a BiLSTM head (`--bilstm_units`), and it "
-            "has no causal mode; `run_classifier.py` and `run_ner.py` have no BiLSTM head. "
-            "The row is n/a until a runner can fine-tune the left-to-right model with one.",
+            f"`+ BiLSTM`: the left-to-right model fine-tuned with a randomly initialized "
+            f"BiLSTM of {shape[1]} units per direction on top (`--bilstm_units`): tagging "
+            "reads its outputs, sentiment its two final states.",
             "Tagging has no column in the paper's Table 5 (its token-level task is SQuAD, "
             "where LTR loses 10.9 F1)."])
 

@@ -12,7 +12,12 @@ The left-to-right (GPT-style) variant of the classifier cannot read the
 [CLS] vector: under causal attention the first position sees only itself.
 It classifies from the last real token instead, as GPT does with its final
 "extract" token, and can add the language-model loss on the same inputs
-(GPT's L3 = L2 + lambda * L1).
+(GPT's L3 = L2 + lambda * L1). GPT's other input transformations follow from
+the same reading: a left-to-right model sees a pair in one order only, so for
+similarity, which has no order, GPT encodes both orders and adds the two
+last-token vectors (`both_orders`); multiple choice is one
+[context; delimiter; answer] sequence per choice, each scored from its last
+token.
 """
 
 from __future__ import annotations
@@ -124,19 +129,32 @@ class _FineTuningModel(keras.Model):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertClassifier(_FineTuningModel):
-    """Sentence (pair) classification: K logits, or one score for regression (STS-B)."""
+    """Sentence (pair) classification: K logits, or one score for regression (STS-B).
+
+    `bilstm_units > 0` reads the sequence with a randomly initialized
+    bidirectional LSTM and classifies from its two final states, Table 5's
+    "+ BiLSTM" row: it gives the left-to-right model a right-to-left reading.
+    """
 
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
-                 lm_aux_weight: float = 0.0, **kwargs):
+                 lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
+                 **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         super().__init__(config, causal=causal, **kwargs)
         if num_labels < 1:
             raise ValueError(f"num_labels must be at least 1, got {num_labels}")
         if lm_aux_weight and not causal:
             raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
+        if both_orders and not causal:
+            raise ValueError("both_orders is GPT's similarity input for the left-to-right "
+                             "model (causal=True); a bidirectional model sees both texts")
         self.num_labels = num_labels
         self.lm_aux_weight = float(lm_aux_weight)
-        self.classifier = OutputProjection(num_labels, config.hidden_size,
+        self.both_orders = both_orders
+        self.bilstm_units = bilstm_units
+        self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
+        self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
+        self.classifier = OutputProjection(num_labels, self.summary_size,
                                            config.initializer_range, "", name="classifier",
                                            dtype=self.dtype_policy)
         self.lm_head = (LeftToRightLMHead(config, self.encoder.embedding_table,
@@ -144,14 +162,22 @@ class BertClassifier(_FineTuningModel):
                         if self.lm_aux_weight else None)
 
     def _head_config(self) -> dict:
-        return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight}
+        return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight,
+                "both_orders": self.both_orders, "bilstm_units": self.bilstm_units}
 
     def call(self, features, training=None):
+        if self.both_orders:  # [batch, 2, seq]: (a, b) and (b, a), one sequence each
+            features, orders = _flatten_choices(features)
         encoded = self.encode(features, training)
-        if self.causal:
+        if self.bilstm is not None:
+            summary = self.bilstm(encoded["sequence_output"],
+                                  mask=ops.cast(features["input_mask"], "bool"), training=training)
+        elif self.causal:
             summary = _last_real_token(encoded["sequence_output"], features["input_mask"])
         else:
             summary = encoded["pooled_output"]
+        if self.both_orders:
+            summary = ops.sum(ops.reshape(summary, (-1, orders, self.summary_size)), 1)
         logits = self.classifier(self.dropout(summary, training=training))
         if self.lm_head is not None and training:
             lm_logits = self.lm_head(encoded["sequence_output"])
@@ -160,7 +186,7 @@ class BertClassifier(_FineTuningModel):
         return logits[:, 0] if self.num_labels == 1 else logits
 
     def head_variables(self) -> dict:
-        names = self.classifier.checkpoint_variables()
+        names = {**self.classifier.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
         if self.lm_head is not None:
             names.update(self.lm_head.checkpoint_variables())
         return names
@@ -168,21 +194,23 @@ class BertClassifier(_FineTuningModel):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertMultipleChoice(_FineTuningModel):
-    """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]."""
+    """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]
+    (from the last token under `causal`, GPT's multiple-choice input)."""
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, causal: bool = False, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
-        super().__init__(config, **kwargs)
+        super().__init__(config, causal=causal, **kwargs)
         self.scorer = OutputProjection(1, config.hidden_size, config.initializer_range,
                                        "multiple_choice", name="scorer",
                                        dtype=self.dtype_policy)
 
     def call(self, features, training=None):
-        shape = ops.shape(features["input_ids"])  # [batch, choices, seq]
-        flat = {key: ops.reshape(features[key], (-1, shape[-1])) for key in ENCODER_INPUTS}
-        pooled = self.encode(flat, training)["pooled_output"]
-        scores = self.scorer(self.dropout(pooled, training=training))
-        return ops.reshape(scores, (-1, shape[1]))
+        flat, choices = _flatten_choices(features)
+        encoded = self.encode(flat, training)
+        summary = (_last_real_token(encoded["sequence_output"], flat["input_mask"])
+                   if self.causal else encoded["pooled_output"])
+        scores = self.scorer(self.dropout(summary, training=training))
+        return ops.reshape(scores, (-1, choices))
 
     def head_variables(self) -> dict:
         return self.scorer.checkpoint_variables()
@@ -200,11 +228,7 @@ class BertSpanModel(_FineTuningModel):
         kwargs.setdefault("name", "bert_span")
         super().__init__(config, **kwargs)
         self.bilstm_units = bilstm_units
-        self.bilstm = keras.layers.Bidirectional(
-            keras.layers.LSTM(bilstm_units, return_sequences=True, dtype=self.dtype_policy),
-            name="bilstm", dtype=self.dtype_policy) if bilstm_units else None
-        if self.bilstm is not None:
-            self.bilstm.build((None, None, config.hidden_size))
+        self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
         width = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
                                      name="span", dtype=self.dtype_policy)
@@ -222,35 +246,40 @@ class BertSpanModel(_FineTuningModel):
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def head_variables(self) -> dict:
-        names = self.span.checkpoint_variables()
-        if self.bilstm is not None:
-            names.update({f"bilstm/{variable.path}": variable
-                          for variable in self.bilstm.weights})
-        return names
+        return {**self.span.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
 
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertTokenTagger(_FineTuningModel):
-    """Token tagging (NER): K logits at every position, no CRF, as the paper."""
+    """Token tagging (NER): K logits at every position, no CRF, as the paper.
 
-    def __init__(self, config: BertConfig, num_labels: int, **kwargs):
+    `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
+    the encoder and the tags (Table 5's "+ BiLSTM"), fine-tuned with it.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
         super().__init__(config, **kwargs)
         self.num_labels = num_labels
-        self.tagger = OutputProjection(num_labels, config.hidden_size,
-                                       config.initializer_range, "ner", name="tagger",
-                                     dtype=self.dtype_policy)
+        self.bilstm_units = bilstm_units
+        self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
+        width = 2 * bilstm_units if bilstm_units else config.hidden_size
+        self.tagger = OutputProjection(num_labels, width, config.initializer_range, "ner",
+                                       name="tagger", dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # tags read the sequence output only
 
     def _head_config(self) -> dict:
-        return {"num_labels": self.num_labels}
+        return {"num_labels": self.num_labels, "bilstm_units": self.bilstm_units}
 
     def call(self, features, training=None):
         sequence = self.encode(features, training)["sequence_output"]
+        if self.bilstm is not None:
+            sequence = self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
+                                   training=training)
         return self.tagger(self.dropout(sequence, training=training))
 
     def head_variables(self) -> dict:
-        return self.tagger.checkpoint_variables()
+        return {**self.tagger.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
 
 
 def classification_loss(features: dict, logits) -> dict:
@@ -277,6 +306,32 @@ def tagging_loss(features: dict, logits) -> dict:
     weights = ops.cast(labels >= 0, "float32")
     per_token = cross_entropy(ops.maximum(labels, 0), logits)
     return {"loss": ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)}
+
+
+def _bilstm(units: int, input_size: int, return_sequences: bool, dtype) -> keras.layers.Layer | None:
+    """A bidirectional LSTM of `units` per direction, built; None for 0 units."""
+    if units < 0:
+        raise ValueError(f"bilstm_units must not be negative, got {units}")
+    if not units:
+        return None
+    layer = keras.layers.Bidirectional(
+        keras.layers.LSTM(units, return_sequences=return_sequences, dtype=dtype),
+        name="bilstm", dtype=dtype)
+    layer.build((None, None, input_size))
+    return layer
+
+
+def _bilstm_variables(bilstm: keras.layers.Layer | None) -> dict:
+    return {} if bilstm is None else {f"bilstm/{variable.path}": variable
+                                      for variable in bilstm.weights}
+
+
+def _flatten_choices(features: dict) -> tuple[dict, int]:
+    """[batch, n, seq] encoder inputs as [batch * n, seq] rows, and n."""
+    shape = ops.shape(features["input_ids"])
+    flat = {key: ops.reshape(features[key], (-1, shape[-1]))
+            for key in ENCODER_INPUTS if key in features}
+    return flat, shape[1]
 
 
 def _last_real_token(sequence_output, input_mask):

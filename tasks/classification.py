@@ -42,6 +42,8 @@ class ClassificationTask:
     num_restarts: int = 1  # runs per learning rate, with different seeds
     causal: bool = False  # left-to-right model: causal attention, last-token classifier
     lm_aux_weight: float = 0.0  # GPT's auxiliary LM loss weight (with causal)
+    both_orders: bool = False  # GPT's similarity input: (a, b) and (b, a) added (with causal)
+    bilstm_units: int = 0  # a BiLSTM over the sequence classifies from its final states
     wnli_majority_class: bool = False  # submit WNLI's majority class, as the paper
     export_saved_model: bool = True  # a SavedModel taking raw strings
     tsv_text_a_column: str | None = None
@@ -57,6 +59,14 @@ class ClassificationTask:
         if self.num_restarts < 1:
             raise ValueError(f"--num_restarts must be positive, got {self.num_restarts}")
         check_non_negative("lm_aux_weight", self.lm_aux_weight)
+        check_non_negative("bilstm_units", self.bilstm_units)
+        if self.bilstm_units and self.task_name.lower() == "swag":
+            raise ValueError("--bilstm_units is for classification; SWAG has no BiLSTM head")
+        if self.both_orders and not self.causal:
+            raise ValueError("--both_orders is GPT's similarity input for the left-to-right "
+                             "model; pass --causal too")
+        if self.both_orders and self.task_name.lower() == "swag":
+            raise ValueError("--both_orders is for text pairs; SWAG is multiple choice")
         for rate in self.learning_rates:
             if not (math.isfinite(rate) and rate > 0):
                 raise ValueError(f"--learning_rates: every rate must be positive, got {rate}")
@@ -112,8 +122,13 @@ def read_data(task: ClassificationTask, tokenizer, max_seq_length: int) -> Class
     test = processor.test_sets(task.data_dir) if task.do_predict else {}
     labels = processor.labels  # known once a split is read (tsv takes them from train)
 
+    convert = glue.convert_both_orders if task.both_orders else glue.convert_examples
+
     def arrays(examples: list, what: str) -> dict:
-        converted = glue.convert_examples(examples, tokenizer, max_seq_length, labels)
+        try:
+            converted = convert(examples, tokenizer, max_seq_length, labels)
+        except ValueError as error:
+            raise ValueError(f"--task_name={task.task_name}, {what}: {error}") from None
         if converted.num_truncated:
             logging.info("%s: %d of %d examples truncated to %d tokens", what,
                          converted.num_truncated, len(examples), max_seq_length)
@@ -132,9 +147,10 @@ def build_model(setup: finetuning.Setup, data: ClassificationData, task: Classif
                 files: ModelFiles) -> keras.Model:
     def model_fn() -> keras.Model:
         if data.kind == "multiple_choice":
-            return BertMultipleChoice(setup.config)
+            return BertMultipleChoice(setup.config, causal=task.causal)
         return BertClassifier(setup.config, num_labels=len(data.labels or [None]),
-                              causal=task.causal, lm_aux_weight=task.lm_aux_weight)
+                              causal=task.causal, lm_aux_weight=task.lm_aux_weight,
+                              both_orders=task.both_orders, bilstm_units=task.bilstm_units)
 
     return finetuning.build_model(setup.strategy, model_fn, files.init_checkpoint,
                                   files.transfer_layers)

@@ -34,7 +34,8 @@ from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagg
                                      check_feature_layers, write_features)
 from modeling.task_models import BertTokenTagger, tagging_loss
 from training import cli, finetuning
-from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_positive
+from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
+                              check_positive)
 
 SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
 # The BiLSTM trains from scratch: the fine-tuning default rate is far too low for it.
@@ -56,6 +57,7 @@ class TaggingTask:
     window_stride: int | None = None  # sub-tokens between windows (default: half a window)
     mode: str = "fine_tune"  # fine_tune or feature_based
     causal: bool = False  # fine_tune: the left-to-right model, each tag sees its left context
+    bilstm_units: int = 0  # fine_tune: a BiLSTM of this many units per direction before the tags
     feature_layers: str = "concat_last_four"  # feature_based: Table 7's row
     lstm_units: int = 768  # feature_based: units of each BiLSTM direction
     lstm_dropout: float = 0.1  # feature_based: dropout on features and LSTM outputs
@@ -75,6 +77,10 @@ class TaggingTask:
         if self.causal and self.mode != "fine_tune":
             raise ValueError("--causal fine-tunes the left-to-right model; it has no "
                              "--mode=feature_based")
+        check_non_negative("bilstm_units", self.bilstm_units)
+        if self.bilstm_units and self.mode != "fine_tune":
+            raise ValueError("--bilstm_units is fine-tuned with the encoder; "
+                             "--mode=feature_based has its own BiLSTM (--lstm_units)")
         if self.feature_layers not in FEATURE_LAYERS:
             raise ValueError(f"--feature_layers must be one of {', '.join(FEATURE_LAYERS)}")
 
@@ -155,7 +161,8 @@ def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run
     keras.utils.set_random_seed(run.random_seed)
     model = finetuning.build_model(setup.strategy,
                                    lambda: BertTokenTagger(setup.config, len(labels),
-                                                           causal=task.causal),
+                                                           causal=task.causal,
+                                                           bilstm_units=task.bilstm_units),
                                    files.init_checkpoint, files.transfer_layers)
     if task.do_train:
         finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,

@@ -6,7 +6,8 @@ tokenization it was trained with. Packing is
 `data_prep.text.sentence_pairs.pack_ragged`, the in-graph twin of the packer
 that built the training inputs, so the layout and truncation cannot drift.
 Whoever loads it must `import tensorflow_text` first, which registers the
-tokenizer's ops.
+tokenizer's ops. A classifier trained on both orders of each pair (GPT's
+similarity input) is served the same way: the signature packs both.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ClassifierServing(tf.Module):
         self._packing = (max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
         self.labels = tf.constant(labels or [], tf.string)
         self.is_regression = labels is None
+        self.both_orders = getattr(model, "both_orders", False)
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = self._model.value(features, training=False)
@@ -53,7 +55,12 @@ class ClassifierServing(tf.Module):
     def serve_pair(self, text_a, text_b):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         ids_b, _ = self.tokenizer.tokenize_batch(text_b)
-        return self._outputs(pack_ragged(ids_a, ids_b, *self._packing))
+        features = pack_ragged(ids_a, ids_b, *self._packing)
+        if self.both_orders:
+            backward = pack_ragged(ids_b, ids_a, *self._packing)
+            features = {key: tf.stack([value, backward[key]], axis=1)
+                        for key, value in features.items()}
+        return self._outputs(features)
 
 
 class _Untracked:
@@ -66,10 +73,13 @@ def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] |
     """Writes the SavedModel to `path` (replacing it) with `serving_default` for the task.
 
     `pair` selects the default signature: two string inputs `text_a`,
-    `text_b`, or one `text_a`; both signatures are present under their names.
+    `text_b`, or one `text_a`; both signatures are present under their names,
+    except for a model that reads both orders of a pair, which has no single.
     """
     module = ClassifierServing(model, tokenizer, max_seq_length, labels)
-    signatures = {"serve_single": module.serve_single, "serve_pair": module.serve_pair}
+    signatures = {"serve_pair": module.serve_pair}
+    if not module.both_orders:
+        signatures["serve_single"] = module.serve_single
     signatures["serving_default"] = signatures["serve_pair" if pair else "serve_single"]
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)

@@ -31,8 +31,8 @@ from data_prep.datasets import glue_tasks
 from data_prep.datasets.glue_tasks import Column, InputExample, SplitFile, TaskSpec
 from data_prep.text.sentence_pairs import pack_ids
 
-__all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_examples",
-           "get_processor", "majority_class", "write_submission"]
+__all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_both_orders",
+           "convert_examples", "get_processor", "majority_class", "write_submission"]
 
 class TaskProcessor:
     """Reads one task's splits from a data folder in its distribution layout."""
@@ -203,6 +203,28 @@ def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length
             raise ValueError(f"example {example.guid}: label {example.label!r} is not one of "
                              f"{list(labels)}")
     return ConvertedExamples(features, num_truncated)
+
+
+def convert_both_orders(examples: Sequence[InputExample], tokenizer, max_seq_length: int,
+                        labels: Sequence[str] | None) -> ConvertedExamples:
+    """Each pair packed as (a, b) and as (b, a): encoder inputs [N, 2, S], `label_ids` [N].
+
+    GPT's input for similarity tasks: a left-to-right model reads a pair in
+    one order only, and similarity has none, so both are encoded and their
+    last-token vectors added. `num_truncated` counts examples, not orders.
+    """
+    single = [example.guid for example in examples if example.text_b is None]
+    if single:
+        raise ValueError(f"both orders need text pairs; {len(single)} example(s) have one "
+                         f"text, the first {single[0]!r}")
+    forward = convert_examples(examples, tokenizer, max_seq_length, labels)
+    backward = convert_examples([dataclasses.replace(example, text_a=example.text_b,
+                                                     text_b=example.text_a)
+                                 for example in examples], tokenizer, max_seq_length, labels)
+    features = {key: np.stack([values, backward.features[key]], axis=1)
+                for key, values in forward.features.items() if key != "label_ids"}
+    features["label_ids"] = forward.features["label_ids"]
+    return ConvertedExamples(features, forward.num_truncated)
 
 
 def majority_class(examples: Sequence[InputExample]) -> str:

@@ -255,13 +255,17 @@ def test_report_puts_the_paper_beside_ours_and_marks_what_does_not_apply(tmp_pat
     # Two restarts at the better rate (the fake gives the second rate +10 points): mean ± std.
     assert cells[1].endswith("(lr 0.003)") and " ± " in cells[1]
     assert cells[2] == "92.7"
-    # The left-to-right model is tagged causally; the BiLSTM row applies nowhere.
+    # The left-to-right model is tagged causally, and again with a BiLSTM on top.
     ltr = next(line for line in lines if line.startswith("| LTR & No NSP |"))
     assert " ± " in [cell.strip() for cell in ltr.strip("|").split("|")][3]
     bilstm = next(line for line in lines if line.startswith("| + BiLSTM |"))
-    assert [cell.strip() for cell in bilstm.strip("|").split("|")][3] == "n/a"
+    assert all(" ± " in [cell.strip() for cell in bilstm.strip("|").split("|")][column]
+               for column in (1, 3))
     tagged = [call for call in runner.calls if call[0] == "run_ner.py"]
-    assert sum("--causal=true" in call for call in tagged) == len(tagged) // 3
+    assert sum("--causal=true" in call for call in tagged) == len(tagged) // 2
+    with_bilstm = [call for call in runner.calls if f"--bilstm_units={TOY.base_model[1]}" in call]
+    assert len(with_bilstm) == len(tagged) // 4 + 1  # its tagging runs and one sentiment sweep
+    assert all("--causal=true" in call for call in with_bilstm)
     assert (tmp_path / "results" / "table5_toy.png").is_file()
     # The pre-trainings' loss curves, read from their logs (loss=, not masked_lm_loss=).
     assert "![table5_toy_pretraining](table5_toy_pretraining.png)" in lines
@@ -330,6 +334,11 @@ def test_glue_folders_become_columns(tmp_path):
     table = grid.GridBuilder(TOY, datasets, 1).table("5")
     assert table.columns == ["sentiment", "tagging", "MRPC"]
     assert table.rows[0].paper["MRPC"] == 86.7
+    # The left-to-right row reads MRPC's pairs in both orders (GPT's similarity input).
+    ltr = next(row for row in table.rows if row.name == "LTR & No NSP")
+    assert ltr.cells["MRPC"].jobs[0].settings["both_orders"] is True
+    assert "both_orders" not in ltr.cells["sentiment"].jobs[0].settings
+    assert "both_orders" not in table.rows[0].cells["MRPC"].jobs[0].settings
     with pytest.raises(OSError, match="has no QNLI/ folder"):
         grid.glue_datasets(str(tmp_path / "glue"), ["QNLI"])
 

@@ -94,3 +94,65 @@ def test_lm_auxiliary_loss_only_in_training():
     assert len(model.losses) == 1 and float(model.losses[0]) > 0
     with pytest.raises(ValueError, match="causal"):
         BertClassifier(CONFIG, num_labels=2, lm_aux_weight=0.5)
+
+
+def test_both_orders_adds_the_last_token_vectors_of_each_order():
+    model = BertClassifier(CONFIG, num_labels=2, causal=True, both_orders=True)
+    features = _features(choices=2)
+    logits = model(features).numpy()
+    assert logits.shape == (3, 2)
+    # The two orders are summed before the output layer, so swapping them changes nothing.
+    swapped = {key: value[:, ::-1] for key, value in features.items()}
+    np.testing.assert_allclose(model(swapped).numpy(), logits, atol=1e-5)
+    # And the sum is of each order's last real token, read as the one-order model reads it.
+    one_order = BertClassifier(CONFIG, num_labels=2, causal=True)
+    one_order.set_weights(model.get_weights())
+    each = [one_order.encoder({k: v[:, i] for k, v in features.items()})["sequence_output"]
+            for i in range(2)]
+    summed = sum(e.numpy()[np.arange(3), features["input_mask"].numpy()[:, i].sum(-1) - 1]
+                 for i, e in enumerate(each))
+    weights, bias = (v.numpy() for v in model.classifier.weights)
+    np.testing.assert_allclose(summed @ weights.T + bias, logits, atol=1e-4)
+    assert BertClassifier.from_config(model.get_config()).both_orders
+    with pytest.raises(ValueError, match="causal"):
+        BertClassifier(CONFIG, num_labels=2, both_orders=True)
+
+
+def test_causal_multiple_choice_scores_each_choice_from_its_last_token():
+    model = BertMultipleChoice(CONFIG, causal=True)
+    features = _features(choices=4)
+    scores = model(features).numpy()
+    ids = features["input_ids"].numpy()
+    padded, last = ids.copy(), ids.copy()
+    padded[1, 2, 8] = (padded[1, 2, 8] + 1) % 50
+    last[1, 2, 6] = (last[1, 2, 6] + 1) % 50
+    np.testing.assert_allclose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
+                               scores, atol=1e-6)
+    changed = model({**features, "input_ids": tf.constant(last)}).numpy()
+    assert not np.isclose(changed[1, 2], scores[1, 2])
+    np.testing.assert_allclose(np.delete(changed, 2, axis=1), np.delete(scores, 2, axis=1),
+                               atol=1e-6)
+    assert BertMultipleChoice.from_config(model.get_config()).causal
+
+
+def test_bilstm_heads_read_the_sequence_in_both_directions():
+    features = _features()
+    classifier = BertClassifier(CONFIG, num_labels=2, causal=True, bilstm_units=4)
+    logits = classifier(features).numpy()
+    assert logits.shape == (3, 2)
+    # Under causal attention alone the first token's vector ignores what follows it;
+    # the BiLSTM's backward direction carries the end of the sentence back to it.
+    tagger = BertTokenTagger(CONFIG, num_labels=3, causal=True, bilstm_units=4)
+    ids = features["input_ids"].numpy()
+    changed = ids.copy()
+    changed[:, 5] = (changed[:, 5] + 1) % 50
+    before = tagger(features).numpy()
+    after = tagger({**features, "input_ids": tf.constant(changed)}).numpy()
+    assert not np.allclose(before[:, 0], after[:, 0])
+    for model in (classifier, tagger):
+        names = model.head_variables()
+        assert sum(name.startswith("bilstm/") for name in names) == 6  # 2 x (kernel, rec., bias)
+        assert type(model).from_config(model.get_config()).bilstm_units == 4
+    assert tuple(classifier.head_variables()["output_weights"].shape) == (2, 8)
+    with pytest.raises(ValueError, match="negative"):
+        BertTokenTagger(CONFIG, num_labels=3, bilstm_units=-1)

@@ -93,6 +93,40 @@ def test_own_tsv_pairs_regression_style_labels(sst2, tmp_path):
     assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
 
 
+def test_causal_pairs_in_both_orders_train_and_serve(sst2, tmp_path):
+    data = tmp_path / "pairs"
+    data.mkdir()
+    rows = [(a, b, "same") for a, b in zip(GOOD, GOOD[1:] + GOOD[:1])] + \
+           [(a, b, "different") for a, b in zip(GOOD, BAD)]
+    text = "first\tsecond\tverdict\n" + "".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows * 3)
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text(text)
+    pairs = {"task": "tsv", "data_dir": data, "do_predict": False, "tsv_text_a_column": "first",
+             "tsv_text_b_column": "second", "tsv_label_column": "verdict", "causal": True,
+             "both_orders": True, "num_train_epochs": 2}
+    result = _run(sst2, tmp_path / "out", **pairs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
+
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops for loading)
+
+    served = tf.saved_model.load(str(tmp_path / "out" / "saved_model"))
+    assert "serve_single" not in served.signatures
+    first, second = tf.constant(["great fun", "a dull cast"]), tf.constant(["truly great acting",
+                                                                            "great fun"])
+    forward = served.signatures["serving_default"](text_a=first, text_b=second)
+    backward = served.signatures["serving_default"](text_a=second, text_b=first)
+    # The orders are added: which text comes first does not matter.
+    np.testing.assert_allclose(forward["probabilities"].numpy(),
+                               backward["probabilities"].numpy(), atol=1e-5)
+
+    refused = _run(sst2, tmp_path / "refused", **{**pairs, "causal": False})
+    assert refused.returncode == 1 and "--both_orders" in refused.stderr
+    single = _run(sst2, tmp_path / "single", causal=True, both_orders=True)
+    assert single.returncode == 1 and "need text pairs" in single.stderr
+    assert not (tmp_path / "single" / "eval_results.txt").exists()
+
+
 def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(sst2, tmp_path):
     result = _run(sst2, tmp_path / "first", causal=True, lm_aux_weight=0.5, num_train_epochs=1,
                   do_predict=False, export_saved_model=False)

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.fixtures import write_tiny_config, REPO
 from training.cli import read_eval_results
@@ -139,13 +140,21 @@ def test_feature_based_with_document_context_caches_features_once(assets, checkp
     assert reloaded["test_f1"] == trained["test_f1"]
 
 
-def test_causal_fine_tuning_trains_and_has_no_feature_based_mode(assets, tmp_path):
-    _run(assets, tmp_path / "causal", causal=True, do_predict=False)
+def test_causal_fine_tuning_with_a_bilstm_trains_and_has_no_feature_based_mode(assets,
+                                                                              tmp_path):
+    # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the tags.
+    _run(assets, tmp_path / "causal", causal=True, bilstm_units=4, do_predict=False)
     results = read_eval_results(tmp_path / "causal" / "eval_results.txt")
     assert 0.0 <= results["eval_f1"] <= 1.0
+    saved = dict(tf.train.list_variables(str(tmp_path / "causal" / "model.ckpt")))
+    assert sum("forward_lstm" in name or "backward_lstm" in name for name in saved) == 6
+    tags = next(shape for name, shape in saved.items() if "/ner.Soutput_weights/" in name)
+    assert tags[1] == 8  # the tags read both directions' 4 units
     refused = _run(assets, tmp_path / "features", expect=1, causal=True, mode="feature_based")
     assert "--causal fine-tunes the left-to-right model" in refused.stderr
     assert not (tmp_path / "features" / "eval_results.txt").exists()
+    refused = _run(assets, tmp_path / "lstm", expect=1, bilstm_units=4, mode="feature_based")
+    assert "--bilstm_units" in refused.stderr
 
 
 def _replace_line(text: str, number: int, replacement: str) -> str:

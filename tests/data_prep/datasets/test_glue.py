@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from data_prep.datasets.glue import (InputExample, convert_examples, get_processor, majority_class,
-                            write_submission)
+from data_prep.datasets.glue import (InputExample, convert_both_orders, convert_examples,
+                                     get_processor, majority_class, write_submission)
 from data_prep.text.tokenization import FullTokenizer
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "is", "it", "\"", ".", "?", ","]
@@ -292,3 +292,20 @@ def test_majority_class_counts_labels():
     assert majority_class(examples[:2]) == "0"  # a tie goes to the first label in sorted order
     with pytest.raises(ValueError, match="no labelled examples"):
         majority_class([InputExample("0", "t", None, None)])
+
+
+def test_both_orders_packs_each_pair_forward_and_backward(tokenizer):
+    examples = [InputExample("0", "the cat sat", "a dog ran", "1"),
+                InputExample("1", "it is", "the mat", "0")]
+    both = convert_both_orders(examples, tokenizer, 16, ["0", "1"])
+    forward = convert_examples(examples, tokenizer, 16, ["0", "1"]).features
+    swapped = convert_examples([InputExample(e.guid, e.text_b, e.text_a, e.label)
+                                for e in examples], tokenizer, 16, ["0", "1"]).features
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        assert both.features[key].shape == (2, 2, 16)
+        np.testing.assert_array_equal(both.features[key][:, 0], forward[key])
+        np.testing.assert_array_equal(both.features[key][:, 1], swapped[key])
+    np.testing.assert_array_equal(both.features["label_ids"], [1, 0])
+    with pytest.raises(ValueError, match="one text, the first '2'"):
+        convert_both_orders([*examples, InputExample("2", "the cat", None, "1")], tokenizer, 16,
+                            ["0", "1"])
