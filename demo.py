@@ -28,8 +28,8 @@
 Each step runs the real command-line tool, printed before it runs, so the
 demo doubles as a worked example; the fine-tuning runs go side by side, one
 per core, each logging to a file next to its outputs. The random-init
-baseline needs no pre-training, so its tagging runs start at once, at the
-lowest priority: they take the CPU time pre-training leaves idle. Everything is written
+baseline needs no pre-training, so its runs start at once, one at a time at
+the lowest priority: they take the CPU time pre-training leaves idle. Everything is written
 under `demo_output/` (or the folder given as the only argument).
 """
 
@@ -139,11 +139,12 @@ def run_side_by_side(title: str, jobs: list[Job]) -> float:
 
 
 class IdleTimeRunner:
-    """Runs short jobs one at a time at the lowest priority until `stop()`, in a thread.
+    """Runs jobs one at a time at the lowest priority until `stop()`, in a thread.
 
     Pre-training keeps the cores busy but not full; a niced job takes only
-    what is left. Jobs must be short: one still running at `stop()` waits
-    behind the full-priority work that follows.
+    what is left. `stop()` waits for the job in hand, which then runs at full
+    speed, before the full-priority work starts: put the long jobs first, so
+    that the one in hand at the end is a short one.
     """
 
     def __init__(self, jobs: list[Job]):
@@ -263,8 +264,8 @@ def main() -> None:
                            output / f"pretraining_{len(PHASES)}" / "export" / "bert_model.ckpt"}
     sentiment_jobs, tagging_jobs = fine_tuning_jobs(output, vocab, config, sentiment, tagging,
                                                     list(initializations.values()))
-    # The random-init taggings need nothing from pre-training: they fill its idle CPU time.
-    baseline = IdleTimeRunner(tagging_jobs[0])
+    # The random-init runs need nothing from pre-training: they fill its idle CPU time.
+    baseline = IdleTimeRunner([sentiment_jobs[0], *tagging_jobs[0]])
     pretraining_results = []
     previous = None
     for number, phase in enumerate(PHASES, start=1):
@@ -294,11 +295,11 @@ def main() -> None:
         previous = pretrained
 
     left = baseline.stop()
-    done = len(tagging_jobs[0]) - len(left)
-    print(f"\n({done} of the random-init tagging runs finished beside pre-training.)")
-    # The long sentiment sweeps first, so that no core idles at the end.
+    print(f"\n({1 + len(tagging_jobs[0]) - len(left)} of the random-init runs finished "
+          "beside pre-training.)")
+    # The long sentiment sweep first, so that no core idles at the end.
     timings["fine-tuning"] = run_side_by_side(
-        "Fine-tuning, random init and pre-trained", sentiment_jobs + left + tagging_jobs[1])
+        "Fine-tuning, random init and pre-trained", [sentiment_jobs[1], *left, *tagging_jobs[1]])
 
     rows = []
     for index, name in enumerate(initializations):

@@ -93,7 +93,7 @@ def _phases(*rows: tuple) -> tuple[Phase, ...]:
 
 SCALES = {
     # Each table within a few hours on a 2-core CPU (estimates in the README).
-    # The demo's recipe and model (L2/H128), whose pre-training measurably transfers.
+    # The demo's model (L2/H128) and first phase, whose pre-training measurably transfers.
     "cpu": Scale(
         name="cpu", vocab_size=8000,
         phases=_phases((32, 5, 10, 4500, 450, 128, 1e-3), (64, 10, 2, 400, 40, 64, 5e-4)),
