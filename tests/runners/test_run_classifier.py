@@ -78,22 +78,8 @@ def test_sst2_learns_and_writes_everything(sst2, tmp_path):
     assert [label.decode() for label in outputs["label"].numpy()] == ["1", "0"]
 
 
-def test_own_tsv_pairs_regression_style_labels(sst2, tmp_path):
-    data = tmp_path / "mine"
-    data.mkdir()
-    rows = [(a, b, "same") for a, b in zip(GOOD, GOOD[1:] + GOOD[:1])] + \
-           [(a, b, "different") for a, b in zip(GOOD, BAD)]
-    text = "first\tsecond\tverdict\n" + "".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows * 3)
-    for name in ("train.tsv", "dev.tsv"):
-        (data / name).write_text(text)
-    result = _run(sst2, tmp_path / "out", task="tsv", data_dir=data, do_predict=False,
-                  tsv_text_a_column="first", tsv_text_b_column="second",
-                  tsv_label_column="verdict", num_train_epochs=2)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
-
-
-def test_causal_pairs_in_both_orders_train_and_serve(sst2, tmp_path):
+def _own_pairs(tmp_path) -> dict:
+    """A headed TSV of (first, second, verdict) pairs, and the flags that read it."""
     data = tmp_path / "pairs"
     data.mkdir()
     rows = [(a, b, "same") for a, b in zip(GOOD, GOOD[1:] + GOOD[:1])] + \
@@ -101,9 +87,18 @@ def test_causal_pairs_in_both_orders_train_and_serve(sst2, tmp_path):
     text = "first\tsecond\tverdict\n" + "".join(f"{a}\t{b}\t{c}\n" for a, b, c in rows * 3)
     for name in ("train.tsv", "dev.tsv"):
         (data / name).write_text(text)
-    pairs = {"task": "tsv", "data_dir": data, "do_predict": False, "tsv_text_a_column": "first",
-             "tsv_text_b_column": "second", "tsv_label_column": "verdict", "causal": True,
-             "both_orders": True, "num_train_epochs": 2}
+    return {"task": "tsv", "data_dir": data, "do_predict": False, "tsv_text_a_column": "first",
+            "tsv_text_b_column": "second", "tsv_label_column": "verdict", "num_train_epochs": 2}
+
+
+def test_own_tsv_pairs_regression_style_labels(sst2, tmp_path):
+    result = _run(sst2, tmp_path / "out", **_own_pairs(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
+
+
+def test_causal_pairs_in_both_orders_train_and_serve(sst2, tmp_path):
+    pairs = {**_own_pairs(tmp_path), "causal": True, "both_orders": True}
     result = _run(sst2, tmp_path / "out", **pairs)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "eval_accuracy" in read_eval_results(tmp_path / "out" / "eval_results.txt")
