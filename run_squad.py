@@ -6,9 +6,11 @@ S and an end vector E score every token, and the loss is the mean of the
 start and end cross-entropies. Contexts longer than a window are read in
 windows `--doc_stride` tokens apart. For v2.0 an unanswerable question
 targets [CLS], and a question is answered "" when the null score beats the
-best span by more than `--null_score_diff_threshold`. `--bilstm_units=N`
-puts a randomly initialized BiLSTM between the encoder and the span layer
-(Table 5's "+ BiLSTM" row).
+best span by more than `--null_score_diff_threshold`. `--causal` fine-tunes
+the left-to-right model, whose start and end scores see only the tokens up
+to each position (Table 5's "LTR & No NSP" row); `--bilstm_units=N` puts a
+randomly initialized BiLSTM between the encoder and the span layer (with
+`--causal`, Table 5's "+ BiLSTM" row).
 
 Flags keep the original `run_squad.py` names. `--do_train` reads
 `--train_file` (questions whose `answer_start` does not match their answer
@@ -64,6 +66,8 @@ flags.DEFINE_bool("verbose_logging", False,
                   "Log the tokens and targets of the first windows of each file.")
 flags.DEFINE_integer("bilstm_units", 0,
                      "Units per direction of a BiLSTM before the span layer (0: none).")
+flags.DEFINE_bool("causal", False, "Fine-tune the left-to-right (GPT-style) model: causal "
+                  "attention, so each position is scored from the tokens up to it.")
 
 
 def task_from_flags(values: flags.FlagValues) -> squad.SquadTask:

@@ -433,12 +433,15 @@ class GridBuilder:
                 keep=("*.txt",)) for seed in range(1, self.seeds + 1)]
         return SeedsCell(runs, "eval_f1", "test_f1")
 
-    def answer(self, pretrained: Job) -> SeedsCell:
+    def answer(self, pretrained: Job, causal: bool = False, head: dict | None = None
+               ) -> SeedsCell:
         """SQuAD v1.1 fine-tuning per (rate, seed); dev F1, the rate chosen on its mean."""
         train, dev = self.data.squad
+        mode = {"causal": True, **(head or {})} if causal else dict(head or {})
         runs = {rate: [Job("run_squad.py", {
             "do_train": True, "do_eval": True, "learning_rate": rate, "random_seed": seed,
-            "jit_compile": self.scale.jit_compile, "log_every": 1000, **self.scale.squad},
+            "jit_compile": self.scale.jit_compile, "log_every": 1000, **self.scale.squad,
+            **mode},
             {"train_file": train, "predict_file": dev, **self._start(pretrained, None)},
             keep=("*.txt",)) for seed in range(1, self.seeds + 1)]
             for rate in self.scale.learning_rates}
@@ -466,8 +469,7 @@ class GridBuilder:
         for task, data in self.data.glue:
             cells[task] = self.classify(pretrained, data, task, causal, step, head=head)
         if self.data.squad is not None and step is None:
-            # run_squad.py has no --causal: a left-to-right model is not scored there.
-            cells["SQuAD"] = None if causal else self.answer(pretrained)
+            cells["SQuAD"] = self.answer(pretrained, causal, head)
         return cells
 
     # -- tables -------------------------------------------------------------------------
@@ -507,11 +509,12 @@ class GridBuilder:
         return Table("5", "Pre-training tasks", columns, rows, _paper_column_names(columns), [
             "The left-to-right model is fine-tuned with `run_classifier.py --causal` "
             "(the last token's vector classifies; on MRPC, QQP and STS-B with GPT's "
-            "`--both_orders`, both orders of the pair added) and `run_ner.py --causal` (each token's "
-            "tag sees only the tokens up to it, as the paper's LTR model on SQuAD).",
+            "`--both_orders`, both orders of the pair added), and with `--causal` of "
+            "`run_ner.py` and `run_squad.py` (each token's tag or span score sees only the "
+            "tokens up to it, as the paper's LTR model on SQuAD).",
             f"`+ BiLSTM`: the left-to-right model fine-tuned with a randomly initialized "
             f"BiLSTM of {shape[1]} units per direction on top (`--bilstm_units`): tagging "
-            "reads its outputs, sentiment its two final states.",
+            "and SQuAD read its outputs, sentiment its two final states.",
             "Tagging has no column in the paper's Table 5 (its token-level task is SQuAD, "
             "where LTR loses 10.9 F1)."])
 

@@ -45,6 +45,7 @@ class SquadTask:
     null_score_diff_threshold: float = 0.0  # v2.0: answer "" above this
     verbose_logging: bool = False  # log the first windows of each file
     bilstm_units: int = 0  # units per direction of a BiLSTM before the span layer (0: none)
+    causal: bool = False  # the left-to-right model: each position scored from its left context
 
     def __post_init__(self) -> None:
         if self.do_train and not self.train_file:
@@ -79,7 +80,8 @@ def read_data(task: SquadTask, path: str, tokenizer, max_seq_length: int, is_tra
 
 def build_model(setup: finetuning.Setup, task: SquadTask, files: ModelFiles) -> keras.Model:
     return finetuning.build_model(
-        setup.strategy, lambda: BertSpanModel(setup.config, bilstm_units=task.bilstm_units),
+        setup.strategy, lambda: BertSpanModel(setup.config, bilstm_units=task.bilstm_units,
+                                              causal=task.causal),
         files.init_checkpoint, files.transfer_layers)
 
 

@@ -343,7 +343,7 @@ def test_glue_folders_become_columns(tmp_path):
         grid.glue_datasets(str(tmp_path / "glue"), ["QNLI"])
 
 
-def test_squad_folder_adds_a_column_for_bidirectional_models(tmp_path):
+def test_squad_folder_adds_a_column_for_every_row(tmp_path):
     squad = tmp_path / "squad"
     squad.mkdir()
     with pytest.raises(OSError, match="has no train-v1.1.json"):
@@ -355,13 +355,15 @@ def test_squad_folder_adds_a_column_for_bidirectional_models(tmp_path):
     runner = FakeRunner()
     report = run_driver(arguments(tmp_path, "5"), runner, datasets=datasets)
     squad_runs = [call for call in runner.calls if call[0] == "run_squad.py"]
-    # Two pre-trained bidirectional models x two rates x two seeds; the LTR rows are n/a.
-    assert len(squad_runs) == 8
+    # Four rows (the last two left-to-right, one with a BiLSTM) x two rates x two seeds.
+    assert len(squad_runs) == 16
+    assert sum("--causal=true" in call for call in squad_runs) == 8
+    assert sum(f"--bilstm_units={TOY.base_model[1]}" in call for call in squad_runs) == 4
     lines = report.read_text(encoding="utf-8").splitlines()
     bert = next(line for line in lines if line.startswith("| BERT (MLM + NSP) |"))
-    ltr = next(line for line in lines if line.startswith("| LTR & No NSP |"))
+    bilstm = next(line for line in lines if line.startswith("| + BiLSTM |"))
     assert bert.rstrip(" |").endswith("88.5") and " ± " in bert.split("|")[-3]
-    assert ltr.split("|")[-3].strip() == "n/a"
+    assert bilstm.rstrip(" |").endswith("84.9") and " ± " in bilstm.split("|")[-3]
 
 
 def test_figure_steps_beyond_the_pre_training_are_refused(tmp_path):

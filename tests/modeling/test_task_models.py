@@ -156,3 +156,15 @@ def test_bilstm_heads_read_the_sequence_in_both_directions():
     assert tuple(classifier.head_variables()["output_weights"].shape) == (2, 8)
     with pytest.raises(ValueError, match="negative"):
         BertTokenTagger(CONFIG, num_labels=3, bilstm_units=-1)
+
+
+def test_causal_span_model_scores_each_position_from_its_left_context():
+    model = BertSpanModel(CONFIG, causal=True)
+    features = _features()
+    before = model(features)["start_logits"].numpy()
+    ids = features["input_ids"].numpy().copy()
+    ids[:, 5] = (ids[:, 5] + 1) % 50
+    after = model({**features, "input_ids": tf.constant(ids)})["start_logits"].numpy()
+    np.testing.assert_allclose(after[:, :5], before[:, :5], atol=1e-6)
+    assert not np.allclose(after[:, 5], before[:, 5])
+    assert BertSpanModel.from_config(model.get_config()).causal

@@ -171,8 +171,10 @@ def test_v2_learns_and_the_best_threshold_can_be_fed_back(assets, tmp_path):
         pytest.approx(results["best_f1"])
 
 
-def test_bilstm_option_trains_and_predicts(assets, tmp_path):
-    _run(assets, tmp_path, bilstm_units=8, num_train_epochs=0.3, do_eval=False)  # 1 update
+def test_left_to_right_with_a_bilstm_trains_and_predicts(assets, tmp_path):
+    # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the span layer.
+    _run(assets, tmp_path, bilstm_units=8, causal=True, num_train_epochs=0.3,
+         do_eval=False)  # 1 update
     assert set(_read_json(tmp_path / "predictions.json")) == _question_ids(_squad(False))
     assert not (tmp_path / "eval_results.txt").exists()
 
