@@ -42,6 +42,7 @@ TABLES = ("5", "6", "7", "8", "fig5", "gpt_layers")
 GLUE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")
 # GPT encodes these pairs in both orders (its input for similarity, which has no order).
 GPT_SIMILARITY_TASKS = ("mrpc", "qqp", "sts-b")
+PROGRESS_SAVE_STEPS = 500  # a pre-training run's steps between saves, whatever its key says
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")
 
@@ -348,6 +349,8 @@ class GridBuilder:
         runs: list[Job] = []
         for number, phase in enumerate(self.scale.phases):
             save_every = (first_save_every if number == 0 else None) or phase.steps
+            # Saves more often than the key says, so a killed run loses little.
+            progress = min(save_every, PROGRESS_SAVE_STEPS)
             start = {"init_checkpoint": Output(runs[-1])} if runs else {}
             runs.append(Job("run_pretraining.py", {
                 "do_train": True, "do_eval": True, "objective": objective,
@@ -363,7 +366,8 @@ class GridBuilder:
                 "jit_compile": self.scale.jit_compile},
                 {"input_file": Output(self.records(number, **records), "records*"),
                  "vocab_file": Output(self.vocab, "vocab.txt"), **start},
-                model=model_shape(*shape), resumable=True))
+                model=model_shape(*shape), resumable=True,
+                save_every=progress if progress < save_every else None))
         return runs
 
     def pretrain(self, objective: str, shape: tuple[int, int], **records) -> Job:

@@ -84,6 +84,9 @@ class Job:
     `resumable` keeps a killed run's output for the tool to continue from;
     `keep` (glob patterns) prunes the output to what later reading needs once
     the run has succeeded, so a grid of fine-tunings keeps scores, not weights.
+    `save_every` overrides a resumable run's `--save_checkpoints_steps` and is
+    not part of the key: a run resumed from any checkpoint ends with the same
+    weights, so how often it saves changes only what a kill costs.
     """
 
     tool: str
@@ -94,6 +97,7 @@ class Job:
     output_name: str | None = None
     resumable: bool = False
     keep: tuple[str, ...] | None = None
+    save_every: int | None = None
 
     @functools.cached_property
     def key(self) -> str:
@@ -186,6 +190,8 @@ class Cache:
             str(output)
         if job.model is not None:
             values["bert_config_file"] = str(self.folder(job) / "bert_config.json")
+        if job.save_every is not None:
+            values["save_checkpoints_steps"] = str(job.save_every)
         return arguments + [f"--{flag}={value}" for flag, value in values.items()]
 
 

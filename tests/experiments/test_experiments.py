@@ -535,3 +535,19 @@ def test_gpt_layers_curve_transfers_the_first_k_blocks_and_shares_table5s_ends(t
     assert text.startswith("# GPT Figure 2: ")
     assert f"| left-to-right (LM), 0 of {blocks} blocks |" in text
     assert (tmp_path / "results" / "gpt_layers_toy.png").is_file()
+
+
+def test_long_pre_training_saves_its_progress_without_changing_its_key(tmp_path):
+    long = dataclasses.replace(ONE_PHASE[0], steps=2 * grid.PROGRESS_SAVE_STEPS + 100)
+    scale = dataclasses.replace(TOY, phases=(long,))
+    builder = grid.GridBuilder(scale, write_toy_data(tmp_path / "data", tagging=False), 1)
+    (run,) = builder.pretrain_phases("mlm_nsp", scale.base_model)
+    assert run.settings["save_checkpoints_steps"] == long.steps  # what the key holds
+    assert run.save_every == grid.PROGRESS_SAVE_STEPS
+    assert run.key == dataclasses.replace(run, save_every=None).key
+    command = jobs.Cache(tmp_path / "cache").command(run)
+    saves = [flag for flag in command if flag.startswith("--save_checkpoints_steps=")]
+    assert saves == [f"--save_checkpoints_steps={grid.PROGRESS_SAVE_STEPS}"]
+    # The figure's runs already save at its own cadence.
+    (figure_run,) = builder.pretrain_phases("mlm", scale.base_model, 250, nsp=False)
+    assert figure_run.save_every is None
