@@ -160,6 +160,8 @@ class BertClassifier(_FineTuningModel):
         self.lm_head = (LeftToRightLMHead(config, self.encoder.embedding_table,
                                           dtype=self.dtype_policy)
                         if self.lm_aux_weight else None)
+        if causal or bilstm_units:
+            self.encoder.pooler.trainable = False  # the summary is not [CLS]'s pooled vector
 
     def _head_config(self) -> dict:
         return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight,
@@ -203,6 +205,8 @@ class BertMultipleChoice(_FineTuningModel):
         self.scorer = OutputProjection(1, config.hidden_size, config.initializer_range,
                                        "multiple_choice", name="scorer",
                                        dtype=self.dtype_policy)
+        if causal:
+            self.encoder.pooler.trainable = False  # each choice is read at its last token
 
     def call(self, features, training=None):
         flat, choices = _flatten_choices(features)

@@ -168,3 +168,13 @@ def test_causal_span_model_scores_each_position_from_its_left_context():
     np.testing.assert_allclose(after[:, :5], before[:, :5], atol=1e-6)
     assert not np.allclose(after[:, 5], before[:, 5])
     assert BertSpanModel.from_config(model.get_config()).causal
+
+
+def test_heads_that_do_not_read_the_pooler_do_not_train_it():
+    pooler = lambda model: {id(v) for v in model.encoder.pooler.weights}
+    for model in (BertClassifier(CONFIG, num_labels=2, causal=True),
+                  BertClassifier(CONFIG, num_labels=2, bilstm_units=4),
+                  BertMultipleChoice(CONFIG, causal=True)):
+        assert not pooler(model) & {id(v) for v in model.trainable_variables}
+    for model in (BertClassifier(CONFIG, num_labels=2), BertMultipleChoice(CONFIG)):
+        assert pooler(model) <= {id(v) for v in model.trainable_variables}
