@@ -178,6 +178,30 @@ class IdleTimeRunner:
         return left
 
 
+def clear_other_recipes(output: Path) -> None:
+    """Removes the demo's own outputs when an earlier run made them with another recipe.
+
+    Each tool resumes from what it finds in its output folder, so a phase-1
+    checkpoint of an older recipe would be taken up as this one's. Only the
+    demo's own entries are removed, never anything else in the folder.
+    """
+    recipe = json.dumps({"model": SMALL_BERT, "vocab_size": VOCAB_SIZE, "phases": PHASES,
+                         "objective": "mlm_nsp", "sentiment": SENTIMENT, "tagging": TAGGING,
+                         "rates": LEARNING_RATES, "seeds": SEEDS}, sort_keys=True)
+    stamp = output / "recipe.json"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == recipe:
+        return
+    ours = ("vocab.txt", "small_bert_config.json", "sentiment_data", "pretraining_data_*",
+            "pretraining_*", "sentiment_*", "tagging_*")
+    stale = sorted({path for pattern in ours for path in output.glob(pattern)})
+    if stale:
+        print(f"{output} holds outputs of another demo recipe: removing its {len(stale)} "
+              "entries and starting over", flush=True)
+    for path in stale:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    stamp.write_text(recipe, encoding="utf-8")
+
+
 def fine_tuning_jobs(output: Path, vocab: Path, config: Path, sentiment: Path, tagging: Path,
                      checkpoints: list[Path | None]) -> tuple[list[Job], list[list[Job]]]:
     """One sentiment sweep per initialization, and its tagging runs (rate x seed)."""
@@ -244,6 +268,7 @@ def summary(values: list[float]) -> str:
 def main() -> None:
     output = Path(sys.argv[1] if len(sys.argv) > 1 else "demo_output").resolve()
     output.mkdir(parents=True, exist_ok=True)
+    clear_other_recipes(output)
     corpora = [wikipedia_sample_path(), news_sample_path(), oanc_sample_path(),
                pretraining_corpus_path()]
     corpus = ",".join(str(path) for path in corpora)

@@ -30,3 +30,16 @@ def test_idle_time_runner_raises_a_failed_job_at_stop(tmp_path):
     with pytest.raises(RuntimeError, match="exit 3"):
         runner.stop()
     assert not (tmp_path / "never").exists()
+
+
+def test_outputs_of_another_recipe_are_removed_and_nothing_else(tmp_path):
+    (tmp_path / "pretraining_1").mkdir()
+    (tmp_path / "pretraining_1" / "ckpt-4500.index").write_text("old")
+    (tmp_path / "vocab.txt").write_text("old")
+    (tmp_path / "notes.txt").write_text("the user's")
+    demo.clear_other_recipes(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt", "recipe.json"]
+    # Same recipe again: the outputs are kept, so the tools resume from them.
+    (tmp_path / "pretraining_1").mkdir()
+    demo.clear_other_recipes(tmp_path)
+    assert (tmp_path / "pretraining_1").is_dir()
