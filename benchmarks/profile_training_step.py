@@ -131,11 +131,11 @@ def read_trace(log_dir: str) -> collections.Counter:
     return totals
 
 
-def profile(case_name: str, jit_compile: bool, steps: int) -> dict:
+def profile(case_name: str, jit_compile: bool, steps: int, precision: str = "float32") -> dict:
     """Per-class op seconds per step and the traced steps' wall time per step."""
     import tensorflow as tf
 
-    run = training_speed.ours(training_speed.CASES[case_name], jit_compile)
+    run = training_speed.ours(training_speed.CASES[case_name], precision, jit_compile)
     run(1)
     run(steps)  # warm-up: tracing, compilation, allocations
     start = time.perf_counter()
@@ -203,6 +203,8 @@ def main() -> None:
     parser.add_argument("--cases", default="pretrain_small,finetune_minilm_64",
                         help="comma-separated cases of benchmarks/training_speed.py")
     parser.add_argument("--steps", type=int, default=3, help="steps traced per profile")
+    parser.add_argument("--precision", choices=training_speed.PRECISIONS, default="float32",
+                        help="the step's compute precision")
     parser.add_argument("--xla", choices=("both", "no", "yes"), default="both",
                         help="profile without XLA, with it, or both")
     args = parser.parse_args()
@@ -217,8 +219,10 @@ def main() -> None:
     for case_name in cases:
         for jit_compile in modes:
             key = f"{case_name}, {'XLA' if jit_compile else 'no XLA'}"
+            if args.precision != "float32":
+                key += f", {args.precision}"
             print(f"profiling {key} ...", flush=True)
-            results[key] = profile(case_name, jit_compile, args.steps)
+            results[key] = profile(case_name, jit_compile, args.steps, args.precision)
     write_section(args.label, section(args.label, results))
 
 

@@ -1,20 +1,22 @@
 """Training throughput side by side: ours against keras-hub, the Model Garden and Hugging Face.
 
 Every system trains in its own process and environment on the same random
-batch (numpy, seed 0), float32, one CPU device. A worker builds its model,
+batch (numpy, seed 0), one CPU device, in float32 or (`--precision`) in each
+system's own mixed bfloat16 (Keras and tf-keras policies, `torch.autocast`). A worker builds its model,
 takes a few warm-up steps (tracing, XLA compilation, allocator growth), then
 times rounds of a fixed number of steps when asked; the driver interleaves the
 rounds (A B C A B C ...) so that load from other work on the machine falls
 on every system alike, and keeps each system's median round. One batch is
 trained on over and over, so every system's loss must fall from its first
 warm-up step to its last timed step: the driver asserts that, which shows the
-step really trains. A worker that times 2048 x 2048 float32 matmuls (TensorFlow)
-takes part in the rounds, and model FLOPs utilization (MFU) is each system's
-model FLOPs per second over that rate.
+step really trains. A worker that times 2048 x 2048 matmuls (TensorFlow) in the
+same precision takes part in the rounds, and model FLOPs utilization (MFU) is
+each system's model FLOPs per second over that rate.
 
 Systems: ours (`run_pretraining.py`'s and `run_classifier.py`'s step:
-`training.loop.Trainer` with the original AdamW, as by default and with
-`--jit_compile`);
+`training.loop.Trainer` with the original AdamW, as by default, which chooses
+XLA or not by `training.distribution.default_jit_compile`, and with the other
+choice forced by `--jit_compile` / `--nojit_compile`);
 keras-hub 0.32 `BertMaskedLM` / `BertTextClassifier` through `fit` with
 Keras' AdamW; the Model Garden's `BertPretrainerV2` (tf-models-official
 2.20 on tf-keras, read out of its wheel at run time) with a `tf.function`
@@ -27,7 +29,7 @@ masked positions only (Hugging Face's `BertForPreTraining` projects all 128
 positions, which its MFU does not credit), times 3 for the backward pass.
 
     make bench   (or: .venv-bench/bin/python benchmarks/training_speed.py
-                  [--cases=pretrain_small,...] [--rounds=N])
+                  [--cases=pretrain_small,...] [--rounds=N] [--precision=mixed_bfloat16])
 """
 
 from __future__ import annotations
@@ -62,14 +64,23 @@ CASES = {
                                 intermediate=1536, batch=32, length=128, steps=3, rounds=3),
 }
 SYSTEMS = {
-    "pretrain": ("ours", "ours_xla", "keras_hub", "model_garden", "hf_torch"),
-    "classify": ("ours", "ours_xla", "keras_hub", "hf_torch"),
+    "pretrain": ("ours", "ours_flipped", "keras_hub", "model_garden", "hf_torch"),
+    "classify": ("ours", "ours_flipped", "keras_hub", "hf_torch"),
 }
 LABELS = {
-    "ours": "ours (default)", "ours_xla": "ours, --jit_compile",
     "keras_hub": "keras-hub fit", "model_garden": "Model Garden BertPretrainerV2",
     "hf_torch": "HF PyTorch", "matmul": "TF matmul 2048^2",
 }
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+def label(system: str, xla: dict[str, bool]) -> str:
+    """A row's name; ours say whether XLA compiled their step (`xla`: system -> choice)."""
+    if system == "ours":
+        return f"ours (default: {'XLA' if xla[system] else 'no XLA'})"
+    if system == "ours_flipped":
+        return f"ours, --{'' if xla[system] else 'no'}jit_compile"
+    return LABELS[system]
 
 
 # ----------------------------------------------------------------------------- data and FLOPs
@@ -116,12 +127,17 @@ def _tf_worker_setup() -> None:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
-def ours(case: dict, jit_compile: bool):
-    """`training.loop.Trainer` on our model and loss, as the runners build it."""
+def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None):
+    """`training.loop.Trainer` on our model and loss, as the runners build it.
+
+    `jit_compile=None` chooses XLA as the runners do without `--jit_compile`.
+    """
     _tf_worker_setup()
+    import keras
     import tensorflow as tf
 
     from modeling.config import BertConfig
+    from training.distribution import default_jit_compile
     from training.loop import Trainer
     from training.optimization import create_optimizer
 
@@ -131,6 +147,9 @@ def ours(case: dict, jit_compile: bool):
     arrays = batch_arrays(case)
     data = tf.data.Dataset.from_tensors(arrays).repeat()
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    keras.mixed_precision.set_dtype_policy(precision)
+    if jit_compile is None:
+        jit_compile = default_jit_compile(strategy, precision, case["hidden"])
     scratch = tempfile.TemporaryDirectory(prefix="training-speed-")  # removed at exit
     with strategy.scope():
         if case["task"] == "pretrain":
@@ -154,7 +173,19 @@ def ours(case: dict, jit_compile: bool):
         return logs["loss"]
 
     run.scratch = scratch
+    run.xla = jit_compile
     return run
+
+
+def ours_flipped(case: dict, precision: str):
+    """Ours with the XLA choice the runners would not make by default."""
+    import tensorflow as tf
+
+    from training.distribution import default_jit_compile
+
+    default = default_jit_compile(tf.distribute.OneDeviceStrategy("/cpu:0"), precision,
+                                  case["hidden"])
+    return ours(case, precision, not default)
 
 
 class _Reuse:
@@ -167,13 +198,14 @@ class _Reuse:
         return self.iterator
 
 
-def keras_hub_system(case: dict):
+def keras_hub_system(case: dict, precision: str):
     """keras-hub's BertMaskedLM / BertTextClassifier through `fit`, its usual path."""
     _tf_worker_setup()
     import keras
     import keras_hub
     import tensorflow as tf
 
+    keras.mixed_precision.set_dtype_policy(precision)
     arrays = batch_arrays(case)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=VOCAB, num_layers=case["layers"], num_heads=case["heads"],
@@ -199,7 +231,7 @@ def keras_hub_system(case: dict):
     return run
 
 
-def model_garden(case: dict):
+def model_garden(case: dict, precision: str):
     """The Model Garden's BertPretrainerV2 and a `tf.function` step, as its trainers run it."""
     _tf_worker_setup()
     folder = tempfile.TemporaryDirectory(prefix="model-garden-")  # removed at exit
@@ -212,6 +244,7 @@ def model_garden(case: dict):
     import tf_keras
     from official.nlp.modeling import layers, models, networks
 
+    tf_keras.mixed_precision.set_global_policy(precision)
     arrays = batch_arrays(case)
     encoder = networks.BertEncoderV2(
         vocab_size=VOCAB, hidden_size=case["hidden"], num_layers=case["layers"],
@@ -239,9 +272,10 @@ def model_garden(case: dict):
         for _ in tf.range(steps):
             with tf.GradientTape() as tape:
                 outputs = model(features, training=True)
-                mlm = cross_entropy(mlm_ids, outputs["mlm_logits"])
+                mlm = cross_entropy(mlm_ids, tf.cast(outputs["mlm_logits"], tf.float32))
                 mlm = tf.reduce_sum(mlm * mlm_weights) / (tf.reduce_sum(mlm_weights) + 1e-5)
-                nsp = tf.reduce_mean(cross_entropy(nsp_labels, outputs["next_sentence"]))
+                nsp = tf.reduce_mean(cross_entropy(
+                    nsp_labels, tf.cast(outputs["next_sentence"], tf.float32)))
                 loss = mlm + nsp
             variables = model.trainable_variables
             optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
@@ -254,8 +288,11 @@ def model_garden(case: dict):
     return run
 
 
-def hf_torch(case: dict):
-    """Hugging Face transformers' BERT on PyTorch with torch's AdamW, eager, its usual loop."""
+def hf_torch(case: dict, precision: str):
+    """Hugging Face transformers' BERT on PyTorch with torch's AdamW, eager, its usual loop.
+
+    Mixed bfloat16 is `torch.autocast` around the forward pass, as PyTorch advises.
+    """
     import numpy as np
     import torch
     import transformers
@@ -285,7 +322,8 @@ def hf_torch(case: dict):
     def run(steps: int) -> float:
         for _ in range(steps):
             optimizer.zero_grad(set_to_none=True)
-            loss = model(**inputs).loss
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision != "float32"):
+                loss = model(**inputs).loss
             loss.backward()
             optimizer.step()
         return float(loss.detach())
@@ -293,8 +331,10 @@ def hf_torch(case: dict):
     return run
 
 
-def matmul(case: dict):
-    """float32 [2048, 2048] x [2048, 2048] in TensorFlow: the rate MFU is measured against.
+def matmul(case: dict, precision: str):
+    """[2048, 2048] x [2048, 2048] in TensorFlow: the rate MFU is measured against.
+
+    In float32, or in bfloat16 for the mixed policies (their products' precision).
 
     Returns the number of matmuls for `steps` so that a round lasts about as long as
     a training round; the driver turns its time into FLOP/s.
@@ -302,31 +342,30 @@ def matmul(case: dict):
     _tf_worker_setup()
     import tensorflow as tf
 
-    left = tf.random.stateless_normal([MATMUL_SIZE, MATMUL_SIZE], seed=[1, 2])
-    right = tf.random.stateless_normal([MATMUL_SIZE, MATMUL_SIZE], seed=[3, 4])
+    dtype = tf.float32 if precision == "float32" else tf.bfloat16
+    left = tf.cast(tf.random.stateless_normal([MATMUL_SIZE, MATMUL_SIZE], seed=[1, 2]), dtype)
+    right = tf.cast(tf.random.stateless_normal([MATMUL_SIZE, MATMUL_SIZE], seed=[3, 4]), dtype)
 
     @tf.function
     def products(count):
-        total = tf.zeros([MATMUL_SIZE, MATMUL_SIZE])
+        total = tf.zeros([MATMUL_SIZE, MATMUL_SIZE], dtype)
         for _ in tf.range(count):
             total += tf.matmul(left, right)
-        return tf.reduce_sum(total)
+        return tf.reduce_sum(tf.cast(total, tf.float32))
 
     return lambda steps: float(products(tf.constant(steps)))
 
 
-def serve(system: str, case_name: str, warmup: int) -> None:
+def serve(system: str, case_name: str, precision: str, warmup: int) -> None:
     """Worker loop: build, warm up, then answer each "steps" line with one timed round."""
     case = CASES[case_name]
-    builders = {"ours": lambda: ours(case, False), "ours_xla": lambda: ours(case, True),
-                "keras_hub": lambda: keras_hub_system(case),
-                "model_garden": lambda: model_garden(case), "hf_torch": lambda: hf_torch(case),
-                "matmul": lambda: matmul(case)}
-    run = builders[system]()
+    builders = {"ours": ours, "ours_flipped": ours_flipped, "keras_hub": keras_hub_system,
+                "model_garden": model_garden, "hf_torch": hf_torch, "matmul": matmul}
+    run = builders[system](case, precision)
     first = run(1)
     for _ in range(warmup):
         run(case["steps"])
-    _answer({"ready": True, "first_loss": first})
+    _answer({"ready": True, "first_loss": first, "xla": getattr(run, "xla", None)})
     for line in sys.stdin:
         steps = int(line)
         start = time.perf_counter()
@@ -344,7 +383,8 @@ def _answer(message: dict) -> None:
 class Worker:
     """One system's process; `round(steps)` times one round in it."""
 
-    def __init__(self, system: str, case_name: str, warmup: int, log_dir: Path):
+    def __init__(self, system: str, case_name: str, precision: str, warmup: int,
+                 log_dir: Path):
         python = REF_PYTHON if system == "hf_torch" else Path(sys.executable)
         if not python.exists():
             raise OSError(f"{python} is missing: run `make .venv-ref/.installed` first")
@@ -353,7 +393,7 @@ class Worker:
         self.log = open(log_dir / f"{case_name}-{system}.log", "w")
         self.process = subprocess.Popen(
             [str(python), __file__, f"--worker={system}", f"--cases={case_name}",
-             f"--warmup={warmup}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+             f"--precision={precision}", f"--warmup={warmup}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.log, text=True, env=environment, cwd=ROOT)
 
     def receive(self) -> dict:
@@ -377,21 +417,22 @@ class Worker:
         self.log.close()
 
 
-def run_case(case_name: str, rounds: int | None, log_dir: Path) -> dict:
+def run_case(case_name: str, precision: str, rounds: int | None, log_dir: Path) -> dict:
     """All systems of one case, plus the matmul worker, in interleaved rounds."""
     case = CASES[case_name]
     rounds = rounds or case["rounds"]
     systems = SYSTEMS[case["task"]] + ("matmul",)
     print(f"{case_name}: {case}", flush=True)
     seconds = {system: [] for system in systems}
-    losses = {}
+    losses, xla = {}, {}
     workers = {}
     try:
         # Built one after the other: building and compiling in parallel would slow each.
         for system in systems:
-            workers[system] = Worker(system, case_name, 1, log_dir)
+            workers[system] = Worker(system, case_name, precision, 1, log_dir)
             ready = workers[system].receive()
             losses[system] = [ready["first_loss"]]
+            xla[system] = ready["xla"]
             print(f"  {system} ready, first loss {ready['first_loss']:.4f}", flush=True)
         matmul_count = 0
         for index in range(rounds):
@@ -412,12 +453,13 @@ def run_case(case_name: str, rounds: int | None, log_dir: Path) -> dict:
     finally:
         for worker in workers.values():
             worker.close()
-    return {"seconds": seconds, "losses": losses}
+    return {"seconds": seconds, "losses": losses, "xla": xla}
 
 
-def report(measured: dict[str, dict], load: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
+def report(measured: dict[str, dict], load: tuple[tuple[float, ...], tuple[float, ...]],
+           precision: str = "float32") -> str:
     """The markdown results: per case, every system's rate, MFU, loss and ratios."""
-    parts = ["# Training throughput", "", __doc__.split("\n\n")[1].strip(), "",
+    parts = [f"# Training throughput, {precision}", "", __doc__.split("\n\n")[1].strip(), "",
              __doc__.split("\n\n")[2].strip(), "", "## Machine", ""]
     info = harness.machine_info(["tensorflow", "keras", "keras-hub", "tf-keras"])
     info["torch (in .venv-ref)"] = _ref_version("torch")
@@ -435,18 +477,19 @@ def report(measured: dict[str, dict], load: tuple[tuple[float, ...], tuple[float
         parts += ["", f"## {case_name}: {what}, {size}, batch {case['batch']} x {case['length']}",
                   "", f"{len(result['seconds']['matmul'])} interleaved rounds of "
                   f"{case['steps']} steps; model FLOPs per step {flops / 1e9:.1f} G; "
-                  f"matmul {matmul_rate / 1e9:.0f} GFLOP/s in the same rounds.", ""]
+                  f"{precision} matmul {matmul_rate / 1e9:.0f} GFLOP/s in the same rounds.",
+                  ""]
         rows = []
         for system, values in result["seconds"].items():
             if system == "matmul":
                 continue
-            timings = harness.Result(LABELS[system], case["batch"] * case["steps"],
+            timings = harness.Result(label(system, result["xla"]), case["batch"] * case["steps"],
                                      tuple(values))
             rate = timings.throughput
             slowest, fastest = timings.throughput_range
             loss = result["losses"][system]
             mfu = rate / case["batch"] * flops / matmul_rate
-            rows.append([LABELS[system], f"{rate:.1f}", f"{slowest:.1f} - {fastest:.1f}",
+            rows.append([timings.label, f"{rate:.1f}", f"{slowest:.1f} - {fastest:.1f}",
                          f"{mfu:.0%}", f"{loss[0]:.3f} -> {loss[-1]:.3f}" + ("" if loss[-1] < loss[0] else " (NOT falling)"),
                          ""])
         default = float(rows[0][1])  # ours, as the runners run it by default, comes first
@@ -487,7 +530,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=0, help="timed rounds (0: per case)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--warmup", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--name", default="training_speed", help="results file stem")
+    parser.add_argument("--precision", choices=PRECISIONS, default="float32",
+                        help="every system's compute precision")
+    parser.add_argument("--name", help="results file stem (default: training_speed, "
+                        "with _mixed_bfloat16 appended in that precision)")
     args = parser.parse_args()
     cases = [name for name in args.cases.split(",") if name]
     unknown = [name for name in cases if name not in CASES]
@@ -495,12 +541,15 @@ def main() -> None:
         parser.error(f"--cases: unknown case(s) {', '.join(unknown) or '(none)'}; "
                      f"expected some of {', '.join(CASES)}")
     if args.worker:
-        serve(args.worker, cases[0], args.warmup)
+        serve(args.worker, cases[0], args.precision, args.warmup)
         return
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="training-speed-logs-") as logs:
-        measured = {name: run_case(name, args.rounds, Path(logs)) for name in cases}
-    harness.write_report(args.name, report(measured, (load_before, os.getloadavg())))
+        measured = {name: run_case(name, args.precision, args.rounds, Path(logs))
+                    for name in cases}
+    name = args.name or "training_speed" + ("" if args.precision == "float32"
+                                            else f"_{args.precision}")
+    harness.write_report(name, report(measured, (load_before, os.getloadavg()), args.precision))
     check_trained(measured)  # after writing, so that a failing run's figures are kept
 
 

@@ -127,7 +127,7 @@ class RunConfig:
     iterations_per_loop: int | None = None  # steps per tf.function call; None: as often as due
     random_seed: int = 12345  # input order, dropout and initialization
     dtype: str = "float32"  # compute precision; mixed_float16 adds loss scaling
-    jit_compile: bool = False  # compile the training step with XLA
+    jit_compile: bool | None = None  # XLA for the training step; None: where it is faster
 
     def __post_init__(self) -> None:
         for name in ("max_seq_length", "train_batch_size", "eval_batch_size",

@@ -26,6 +26,10 @@ import tensorflow as tf
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# Widest model whose float32 CPU training step XLA made faster in
+# `benchmarks/training_speed.py`: 1.10x at hidden size 256 (pre-training),
+# 1.02x at 384 (fine-tuning), but 0.95x at 768 (BERT-Base pre-training).
+XLA_CPU_MAX_HIDDEN_SIZE = 512
 
 
 def get_strategy(distribution_strategy: str = "one_device", num_gpus: int = 0,
@@ -116,3 +120,24 @@ def set_precision(dtype: str = "float32") -> keras.DTypePolicy:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(PRECISIONS)}")
     keras.mixed_precision.set_dtype_policy(dtype)
     return keras.mixed_precision.dtype_policy()
+
+
+def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
+                        hidden_size: int | None) -> bool:
+    """Whether the training step is compiled with XLA when `--jit_compile` is not given.
+
+    XLA fuses the element-wise work between matrix products (dropout, GELU,
+    softmax, LayerNorm, the optimizer update), which pays off where that work
+    is a large share of the step: small models on a CPU, and GPUs (where
+    Keras' own `jit_compile="auto"` compiles too; not measured here). On a
+    CPU it loses where the products dominate (BERT-Base) and in 16-bit
+    precision, whose products oneDNN runs on the CPU's bfloat16 units
+    outside XLA (1.7x faster than under XLA at MiniLM size). Several replicas
+    all-reduce inside the step; compiling that is left to the flag.
+    """
+    if strategy.num_replicas_in_sync != 1 or hidden_size is None:
+        return False
+    device = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+    if device == "GPU":
+        return True
+    return device == "CPU" and dtype == "float32" and hidden_size <= XLA_CPU_MAX_HIDDEN_SIZE

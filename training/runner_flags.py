@@ -114,7 +114,9 @@ def define_distribution_flags(flag_values: flags.FlagValues) -> None:
     flags.DEFINE_integer("cpu_replicas", 0, "Split the CPU into this many logical devices, so "
                          "`mirrored` can be tried without GPUs (testing and debugging).", **into)
     flags.DEFINE_enum("dtype", "float32", list(PRECISIONS), "Compute precision.", **into)
-    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.", **into)
+    flags.DEFINE_bool("jit_compile", None, "Compile the training step with XLA. Unset: "
+                      "compiled where that was measured to be faster (one CPU in float32 up "
+                      "to hidden size 512, or one GPU).", **into)
 
 
 def check_required(values: flags.FlagValues, names: Iterable[str]) -> None:

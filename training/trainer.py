@@ -17,9 +17,11 @@ from typing import Callable
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from training import loop
 from training.configs import OptimizationConfig, RunConfig, check_batch_split
+from training.distribution import default_jit_compile
 from training.optimization import create_optimizer
 
 # (input context or None, global micro-batch size) -> batched, repeated dataset
@@ -46,6 +48,12 @@ class TrainingRun:
         self.num_updates = num_updates
         self.total_steps = num_updates * self.accumulation
         self.micro_batch = run.train_batch_size // self.accumulation
+        self.jit_compile = run.jit_compile
+        if self.jit_compile is None:
+            config = getattr(model, "config", None)
+            self.jit_compile = default_jit_compile(strategy, run.dtype,
+                                                   getattr(config, "hidden_size", None))
+        logging.info("Training step compiled with XLA: %s", self.jit_compile)
         with strategy.scope():
             optimizer = create_optimizer(optimization.learning_rate, num_updates, num_warmup,
                                          optimization.optimizer,
@@ -53,7 +61,8 @@ class TrainingRun:
             if run.dtype == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
-                                        max_to_keep or run.keep_checkpoint_max, run.jit_compile)
+                                        max_to_keep or run.keep_checkpoint_max,
+                                        self.jit_compile)
         self.optimizer = optimizer
 
     @property

@@ -46,20 +46,22 @@ def test_report_gives_rates_mfu_losses_and_ratios():
     matmul_seconds = 2 * training_speed.MATMUL_SIZE ** 3 / 100e9  # 100 GFLOP/s
     steps, batch = case["steps"], case["batch"]
     measured = {"finetune_minilm_64": {
-        "seconds": {"ours": [steps * 0.5] * 3, "ours_xla": [steps * 1.0] * 3,
+        "seconds": {"ours": [steps * 0.5] * 3, "ours_flipped": [steps * 1.0] * 3,
                     "hf_torch": [steps * 2.0] * 3, "matmul": [matmul_seconds] * 3},
-        "losses": {"ours": [0.7, 0.1], "ours_xla": [0.7, 0.2], "hf_torch": [0.8, 0.3],
-                   "matmul": [1.0, 1.0]}}}
-    text = training_speed.report(measured, ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)))
+        "losses": {"ours": [0.7, 0.1], "ours_flipped": [0.7, 0.2], "hf_torch": [0.8, 0.3],
+                   "matmul": [1.0, 1.0]},
+        "xla": {"ours": False, "ours_flipped": True, "hf_torch": None, "matmul": None}}}
+    text = training_speed.report(measured, ((1.0, 2.0, 3.0), (4.0, 5.0, 6.0)),
+                                 "mixed_bfloat16")
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()
             if line.startswith("| ")}
     mfu = batch / 0.5 / batch * training_speed.step_flops(case) / 100e9
-    assert f"{batch / 0.5:.1f}" in rows["ours (default)"]
-    assert f"{mfu:.0%}" in rows["ours (default)"]
+    assert f"{batch / 0.5:.1f}" in rows["ours (default: no XLA)"]
+    assert f"{mfu:.0%}" in rows["ours (default: no XLA)"]
     assert "2.00x" in rows["ours, --jit_compile"]
     assert "4.00x" in rows["HF PyTorch"]  # the default's 64/s against 16/s
     assert "0.800 -> 0.300" in rows["HF PyTorch"]
-    assert "1.00, 2.00, 3.00" in text and "100 GFLOP/s" in text
+    assert "1.00, 2.00, 3.00" in text and "mixed_bfloat16 matmul 100 GFLOP/s" in text
 
 
 @pytest.mark.parametrize("name, op_type, expected", [

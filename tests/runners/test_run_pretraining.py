@@ -61,6 +61,8 @@ def test_train_eval_and_outputs(inputs, tmp_path):
                             "next_sentence_loss", "global_step", "perplexity"}
     assert results["global_step"] == 6
     assert re.search(r"step 6/6 .* steps/s .* examples/s .*loss=.* ETA", result.stderr)
+    # A small model on one CPU in float32: XLA is the faster path, and the default.
+    assert "Training step compiled with XLA: True" in result.stderr
     assert (tmp_path / "export" / "bert_model.ckpt.index").exists()
     assert json.loads((tmp_path / "bert_config.json").read_text())["hidden_size"] == 32
     assert any(name.startswith("events") for name in os.listdir(tmp_path / "logs" / "train"))
@@ -84,13 +86,14 @@ def test_ablation_objectives(inputs, tmp_path, objective, key):
     assert results["global_step"] == 3
 
 
-@pytest.mark.parametrize("flags", [{"dtype": "mixed_float16"},
-                                   {"dtype": "mixed_bfloat16", "jit_compile": True},
-                                   {"optimizer": "lamb", "iterations_per_loop": 3}])
-def test_precisions_xla_and_lamb(inputs, tmp_path, flags):
-    _run(inputs, tmp_path, num_train_steps=3, **flags)
+@pytest.mark.parametrize("flags, compiled", [
+    ({"dtype": "mixed_float16"}, False), ({"dtype": "mixed_bfloat16", "jit_compile": True}, True),
+    ({"optimizer": "lamb", "iterations_per_loop": 3, "jit_compile": False}, False)])
+def test_precisions_xla_and_lamb(inputs, tmp_path, flags, compiled):
+    result = _run(inputs, tmp_path, num_train_steps=3, **flags)
     results = read_eval_results(tmp_path / "eval_results.txt")
     assert results["global_step"] == 3 and results["masked_lm_loss"] < 10
+    assert f"Training step compiled with XLA: {compiled}" in result.stderr
 
 
 def test_resumes_after_sigkill(inputs, tmp_path):

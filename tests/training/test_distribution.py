@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import keras
 import pytest
 import tensorflow as tf
 
-from training.distribution import get_strategy, set_precision, tpu_address
+from training.distribution import (XLA_CPU_MAX_HIDDEN_SIZE, default_jit_compile, get_strategy,
+                                   set_precision, tpu_address)
 from tests.fixtures import REPO
 
 pytestmark = pytest.mark.slow
@@ -55,7 +57,7 @@ def test_mirrored_and_single_worker_over_logical_cpus():
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from training.distribution import get_strategy
+        from training.distribution import default_jit_compile, get_strategy
         # Collective ops are configured once, before TensorFlow runs any op.
         os.environ["TF_CONFIG"] = json.dumps(
             {"cluster": {"worker": ["127.0.0.1:0"]}, "task": {"type": "worker", "index": 0}})
@@ -66,20 +68,40 @@ def test_mirrored_and_single_worker_over_logical_cpus():
         print(json.dumps({"replicas": mirrored.num_replicas_in_sync, "total": int(total),
                           "devices": list(mirrored.extended.worker_devices),
                           "worker": isinstance(worker, tf.distribute.MultiWorkerMirroredStrategy),
-                          "task": worker.cluster_resolver.task_type}))
+                          "task": worker.cluster_resolver.task_type,
+                          "xla": default_jit_compile(mirrored, "float32", 128)}))
         """, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["replicas"] == 2 and report["total"] == 3
     assert [device[-5:] for device in report["devices"]] == ["CPU:0", "CPU:1"]
     assert report["worker"] and report["task"] == "worker"
+    assert report["xla"] is False  # replicas all-reduce inside the step: only by the flag
+
+
+def _one_device(device: str):
+    """A strategy stand-in on one device, for the devices this machine may lack."""
+    return types.SimpleNamespace(num_replicas_in_sync=1,
+                                 extended=types.SimpleNamespace(worker_devices=(device,)))
+
+
+def test_xla_by_default_where_it_was_measured_to_be_faster():
+    cpu = get_strategy("one_device")
+    assert default_jit_compile(cpu, "float32", 256)
+    assert default_jit_compile(cpu, "float32", XLA_CPU_MAX_HIDDEN_SIZE)
+    assert not default_jit_compile(cpu, "float32", 768)  # BERT-Base: the products dominate
+    assert not default_jit_compile(cpu, "mixed_bfloat16", 256)  # oneDNN's bfloat16 is faster
+    assert not default_jit_compile(cpu, "float32", None)  # a model without an encoder config
+    gpu = _one_device("/job:localhost/replica:0/task:0/device:GPU:0")
+    assert default_jit_compile(gpu, "float32", 768)
+    assert default_jit_compile(gpu, "mixed_float16", 1024)
 
 
 @pytest.mark.parametrize("tpu", ["grpc://127.0.0.1:1", "127.0.0.1:1"])
 def test_unreachable_tpu_times_out_with_a_clear_error(tpu):
     result = run_python(f"""
         import time
-        from training.distribution import get_strategy
+        from training.distribution import default_jit_compile, get_strategy
         start = time.monotonic()
         try:
             get_strategy("tpu", tpu="{tpu}", tpu_timeout_s=3)
