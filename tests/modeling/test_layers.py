@@ -335,7 +335,21 @@ def test_dropout_under_xla_keeps_the_rate_scales_and_replays_from_its_seed_state
     output = tf.function(lambda x: half(x, training=True), jit_compile=True)(
         tf.ones([8, 8], "float16"))
     assert output.dtype == tf.float16
-    # Outside XLA and at inference the Keras layer's behaviour is unchanged.
     np.testing.assert_array_equal(layer(inputs, training=False).numpy(), inputs.numpy())
-    assert abs((tf.function(lambda x: layer(x, training=True))(inputs).numpy() != 0).mean()
-               - 0.9) < 0.004
+
+
+def test_dropout_outside_xla_is_keras_in_float32_and_draws_float32_under_bfloat16():
+    inputs = tf.random.normal([64, 300], seed=1)
+    ours, keras_layer = Dropout(0.1, seed=7), keras.layers.Dropout(0.1, seed=7)
+    for _ in range(2):  # the same masks call after call, eager and in a graph
+        np.testing.assert_array_equal(ours(inputs, training=True).numpy(),
+                                      keras_layer(inputs, training=True).numpy())
+    np.testing.assert_array_equal(tf.function(lambda x: ours(x, training=True))(inputs).numpy(),
+                                  tf.function(lambda x: keras_layer(x, training=True))(inputs))
+    half = Dropout(0.1, seed=3, dtype="mixed_bfloat16")
+    step = tf.function(lambda x: half(x, training=True))
+    output = step(tf.ones([400, 500], "bfloat16"))
+    assert output.dtype == tf.bfloat16 and abs((output.numpy() != 0).mean() - 0.9) < 0.004
+    draws = [op for op in step.get_concrete_function(tf.TensorSpec([400, 500], "bfloat16"))
+             .graph.get_operations() if op.type == "StatelessRandomUniformV2"]
+    assert [op.get_attr("dtype") for op in draws] == [tf.float32]
