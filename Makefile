@@ -36,9 +36,9 @@ $(BENCH_STAMP): requirements.txt benchmarks/requirements.txt pyproject.toml
 bench: $(BENCH_STAMP) $(REF_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/tokenization_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/encoder_speed.py
-	$(BENCH_VENV)/bin/python benchmarks/finetuning_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/create_pretraining_data_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/training_speed.py
+	$(BENCH_VENV)/bin/python benchmarks/training_speed.py --precision=mixed_bfloat16
 
 # Accuracy against PyTorch references; torch lives only in .venv-ref.
 $(REF_VENV)/.installed: benchmarks/peers/requirements-torch.txt
