@@ -137,7 +137,11 @@ def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
     """
     if strategy.num_replicas_in_sync != 1 or hidden_size is None:
         return False
-    device = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+    try:
+        placed_on = strategy.extended.worker_devices[0]
+    except RuntimeError:  # the default strategy places ops on the first GPU, else the CPU
+        placed_on = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+    device = tf.DeviceSpec.from_string(placed_on).device_type
     if device == "GPU":
         return True
     return device == "CPU" and dtype == "float32" and hidden_size <= XLA_CPU_MAX_HIDDEN_SIZE
