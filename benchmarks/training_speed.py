@@ -2,10 +2,11 @@
 
 Every system trains in its own process and environment on the same random
 batch (numpy, seed 0), one CPU device, in float32 or (`--precision`) in each
-system's own mixed bfloat16 (Keras and tf-keras policies, `torch.autocast`). A worker builds its model,
-takes a few warm-up steps (tracing, XLA compilation, allocator growth), then
-times rounds of a fixed number of steps when asked; the driver interleaves the
-rounds (A B C A B C ...) so that load from other work on the machine falls
+system's own mixed bfloat16 (Keras and tf-keras policies, `torch.autocast`).
+A worker builds its model, takes a few warm-up steps (tracing, XLA
+compilation, allocator growth), then times rounds of a fixed number of steps
+when asked; the driver interleaves the rounds (A B C A B C ...) so that load
+from other work on the machine falls
 on every system alike, and keeps each system's median round. One batch is
 trained on over and over, so every system's loss must fall from its first
 warm-up step to its last timed step: the driver asserts that, which shows the
@@ -419,8 +420,8 @@ class Worker:
         self.log = open(log_dir / f"{case_name}-{system}.log", "w")
         self.process = subprocess.Popen(
             [str(python), __file__, f"--worker={system}", f"--cases={case_name}",
-             f"--precision={precision}", f"--warmup={warmup}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.log, text=True, env=environment, cwd=ROOT)
+             f"--precision={precision}", f"--warmup={warmup}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=environment, cwd=ROOT)
 
     def receive(self) -> dict:
         line = self.process.stdout.readline()
