@@ -27,8 +27,9 @@ import tensorflow as tf
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Widest model whose float32 CPU training step XLA made faster in
-# `benchmarks/training_speed.py`: 1.10x at hidden size 256 (pre-training),
-# 1.02x at 384 (fine-tuning), but 0.95x at 768 (BERT-Base pre-training).
+# `benchmarks/training_speed.py`: 1.14x at hidden size 256 (pre-training),
+# 1.02x / 0.98x at 384 (MiniLM fine-tuning, length 64 / 128), 0.94x at 768
+# (BERT-Base pre-training).
 XLA_CPU_MAX_HIDDEN_SIZE = 512
 
 
