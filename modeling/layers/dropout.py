@@ -30,6 +30,12 @@ class Dropout(keras.layers.Dropout):
       dropout). Under XLA the mask is drawn by ThreeFry, which XLA implements
       natively: 66 ms. TensorFlow has no ThreeFry kernel outside XLA, so
       elsewhere the default generator stays.
+    - Under XLA each unit is decided by 16 random bits, not 32: every 32-bit
+      draw serves two units, which halves ThreeFry's work (its rounds were
+      still about 7% of a small model's compiled training step). The rate
+      is then held to 1/65536 (0.1 becomes 0.100006), and kept units are
+      scaled by the inverse of the keep probability actually drawn, so the
+      expected output still equals the input.
     - Under a bfloat16 policy the draws themselves were bfloat16, 1.5x slower
       than float32 draws on CPU and only 8 bits fine, so the rate was kept
       only to about 1%. Drawing in float32 keeps it exactly and costs less.
@@ -45,7 +51,23 @@ class Dropout(keras.layers.Dropout):
         seed = self.seed_generator.next()
         # The stateless ops take int32 seeds under XLA (Keras folds them the same way).
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        draws = tf.random.stateless_uniform(
-            tf.shape(inputs), seed, alg="threefry" if compiled_by_xla() else "auto_select")
+        if compiled_by_xla():
+            return self._drop_by_16_bit_draws(inputs, seed)
+        draws = tf.random.stateless_uniform(tf.shape(inputs), seed, alg="auto_select")
         scale = tf.constant(1.0 / (1.0 - self.rate), inputs.dtype)
         return tf.where(draws >= self.rate, inputs * scale, tf.zeros_like(inputs))
+
+    def _drop_by_16_bit_draws(self, inputs, seed):
+        """Dropout where each unit compares 16 of ThreeFry's bits with the rate."""
+        size = tf.size(inputs)
+        words = tf.random.stateless_uniform(
+            [(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32,
+            alg="threefry")
+        halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+        dropped_levels = min(max(round(self.rate * _LEVELS), 1), _LEVELS - 1)
+        scale = tf.constant(_LEVELS / (_LEVELS - dropped_levels), inputs.dtype)
+        keep = tf.reshape(halves >= dropped_levels, tf.shape(inputs))
+        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+
+
+_LEVELS = 1 << 16  # the values 16 random bits take

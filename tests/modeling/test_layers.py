@@ -324,12 +324,16 @@ def test_dropout_under_xla_keeps_the_rate_scales_and_replays_from_its_seed_state
     kept = first != 0
     # 200,000 draws: the kept share's standard deviation is 0.0007.
     assert abs(kept.mean() - 0.9) < 0.004
-    np.testing.assert_allclose(first[kept], 1 / 0.9, rtol=1e-6)
+    # 16-bit draws drop round(0.1 * 65536) of 65536 levels; kept units undo exactly that.
+    np.testing.assert_allclose(first[kept], 65536 / (65536 - 6554), rtol=1e-6)
     np.testing.assert_array_equal(gradient, first)  # gradient flows through kept units only
     second = compiled(inputs)[0].numpy()
     assert (second != first).mean() > 0.1  # a new mask each call
     layer.seed_generator.state.assign(state)  # as a resumed run restores it
     np.testing.assert_array_equal(compiled(inputs)[0].numpy(), first)
+    # An odd number of units: the last 32-bit draw serves one unit only.
+    odd = tf.function(lambda x: layer(x, training=True), jit_compile=True)(tf.ones([7, 13]))
+    assert odd.shape == (7, 13) and set(np.unique(odd.numpy())) <= {0.0, np.float32(first[kept][0])}
     # Under a float16 policy the mask keeps the input's dtype.
     half = Dropout(0.1, seed=3, dtype="mixed_float16")
     output = tf.function(lambda x: half(x, training=True), jit_compile=True)(
