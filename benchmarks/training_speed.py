@@ -6,8 +6,8 @@ system's own mixed bfloat16 (Keras and tf-keras policies, `torch.autocast`).
 A worker builds its model, takes a few warm-up steps (tracing, XLA
 compilation, allocator growth), then times rounds of a fixed number of steps
 when asked; the driver interleaves the rounds (A B C A B C ...) so that load
-from other work on the machine falls
-on every system alike, and keeps each system's median round. One batch is
+from other work on the machine falls on every system alike, and keeps each
+system's median round. One batch is
 trained on over and over, so every system's loss must fall from its first
 warm-up step to its last timed step: the driver asserts that, which shows the
 step really trains. A worker that times 2048 x 2048 matmuls (TensorFlow) in the
