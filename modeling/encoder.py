@@ -7,6 +7,7 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.layers.attention import attention_bias
+from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
 
@@ -52,7 +53,7 @@ class BertEncoder(keras.Model):
                              config.hidden_dropout_prob, config.attention_probs_dropout_prob,
                              name=f"layer_{index}", dtype=self.dtype_policy)
             for index in range(config.num_hidden_layers)]
-        self.pooler = keras.layers.Dense(
+        self.pooler = Dense(
             config.hidden_size, activation="tanh", name="pooler", dtype=self.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=config.initializer_range))

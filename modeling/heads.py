@@ -16,6 +16,7 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.layers.activations import get_activation
+from modeling.layers.dense import Dense
 
 _PREDICTIONS = "cls/predictions"
 
@@ -44,7 +45,7 @@ class _TiedLanguageModelHead(keras.layers.Layer):
         self.config = config
         # Bypass Keras' attribute tracking: the table belongs to the encoder.
         object.__setattr__(self, "_embedding_table", embedding_table)
-        self.transform = keras.layers.Dense(
+        self.transform = Dense(
             config.hidden_size, activation=get_activation(config.hidden_act),
             kernel_initializer=_initializer(config), name="transform_dense",
             dtype=self.dtype_policy)

@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from modeling.layers.dense import add_bias
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
@@ -69,7 +70,7 @@ class SelfAttention(ConfigurableLayer):
         batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
 
         def heads(kernel, kernel_bias, order):
-            projected = ops.matmul(hidden_states, kernel) + kernel_bias
+            projected = add_bias(ops.matmul(hidden_states, kernel), kernel_bias)
             return ops.transpose(
                 ops.reshape(projected, (batch, length, self.num_heads, self.head_size)), order)
 
@@ -84,7 +85,7 @@ class SelfAttention(ConfigurableLayer):
         dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training)
         context = ops.transpose(ops.matmul(dropped, value), (0, 2, 1, 3))  # [b, q, heads, size]
         context = ops.reshape(context, (batch, length, self.hidden_size))
-        output = ops.matmul(context, self.output_kernel) + self.output_bias
+        output = add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
         if return_probabilities:
             return output, probabilities
         return output

@@ -5,17 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-try:  # TensorFlow marks the graphs of `tf.function(jit_compile=True)` with an XLA context.
-    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
-except ImportError:  # pragma: no cover - a TensorFlow without it keeps the Keras path
-    GraphOrParentsInXlaContext = None
-
-
-def compiled_by_xla() -> bool:
-    """True while tracing a function that XLA will compile (`jit_compile=True`, TPUs)."""
-    if GraphOrParentsInXlaContext is None or tf.executing_eagerly():
-        return False
-    return bool(GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+from modeling.layers.xla_context import compiled_by_xla
 
 
 @keras.saving.register_keras_serializable(package="bert")

@@ -7,6 +7,7 @@ from keras import ops
 
 from modeling.layers.activations import get_activation
 from modeling.layers.attention import SelfAttention
+from modeling.layers.dense import Dense
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
@@ -39,10 +40,10 @@ class TransformerBlock(ConfigurableLayer):
                                                     dtype=self.dtype_policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="attention_LayerNorm")
-        self.intermediate = keras.layers.Dense(
+        self.intermediate = Dense(
             intermediate_size, activation=get_activation(hidden_act),
             kernel_initializer=initializer, name="intermediate", dtype=self.dtype_policy)
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = Dense(
             hidden_size, kernel_initializer=initializer, name="output_dense",
             dtype=self.dtype_policy)
         self.output_dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)

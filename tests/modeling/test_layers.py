@@ -10,9 +10,10 @@ import tensorflow as tf
 from modeling.config import BertConfig
 from modeling.layers.activations import get_activation
 from modeling.layers.attention import MASK_BIAS, SelfAttention, attention_bias
-from modeling.layers.dropout import Dropout, compiled_by_xla
+from modeling.layers.dropout import Dropout
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
+from modeling.layers.xla_context import compiled_by_xla
 from modeling.pretrainer import BertPretrainer, pretraining_losses
 from training.optimization import create_optimizer
 
