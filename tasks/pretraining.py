@@ -18,13 +18,15 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from data_prep.text.tokenization import load_vocab
 from modeling.checkpoints import export_google_checkpoint, load_weights
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
 from training import atomic, cli, loop
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive, check_sequence_length)
-from training.input_pipeline import naming_corrupt_records, pretraining_dataset
+from training.input_pipeline import (naming_corrupt_records, naming_out_of_vocabulary_ids,
+                                     pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
@@ -71,6 +73,12 @@ def build_model(files: ModelFiles, run: RunConfig, data: PretrainingData
     config = BertConfig.from_json_file(files.bert_config_file)
     check_sequence_length(run.max_seq_length, config.max_position_embeddings,
                           files.bert_config_file)
+    if files.vocab_file:
+        # A vocab_size padded past the file (to a multiple of 8, say) is fine.
+        tokens = len(load_vocab(files.vocab_file))
+        if tokens > config.vocab_size:
+            raise ValueError(f"{files.vocab_file} holds {tokens} tokens, more than "
+                             f"vocab_size={config.vocab_size} of {files.bert_config_file}")
     return config, BertPretrainer(config, objective=data.objective)
 
 
@@ -78,16 +86,18 @@ def loss(data: PretrainingData) -> loop.LossFunction:
     return lambda features, outputs: pretraining_losses(features, outputs, data.objective)
 
 
-def score(training: TrainingRun, run: RunConfig, data: PretrainingData) -> dict[str, float]:
+def score(training: TrainingRun, run: RunConfig, data: PretrainingData, config: BertConfig,
+          files: ModelFiles) -> dict[str, float]:
     """Weighted means of the losses and accuracies, plus the LM's perplexity."""
     eval_input = data.eval_input_file or data.input_file
 
     def build(context):
         return pretraining_dataset(eval_input, run.eval_batch_size, run.max_seq_length,
                                    data.max_predictions_per_seq, False, input_context=context,
-                                   seed=run.random_seed)
+                                   seed=run.random_seed, vocab_size=config.vocab_size)
 
-    with naming_corrupt_records(eval_input):
+    with naming_corrupt_records(eval_input), naming_out_of_vocabulary_ids(
+            eval_input, config.vocab_size, files.bert_config_file):
         results = training.evaluate(
             training.strategy.distribute_datasets_from_function(build),
             lambda features, outputs: pretraining_metric_sums(features, outputs, data.objective),
@@ -132,15 +142,17 @@ def run(files: ModelFiles, run_config: RunConfig, optimization: OptimizationConf
         def build(context, micro_batch):
             return pretraining_dataset(data.input_file, micro_batch, run_config.max_seq_length,
                                        data.max_predictions_per_seq, True,
-                                       input_context=context, seed=run_config.random_seed)
+                                       input_context=context, seed=run_config.random_seed,
+                                       vocab_size=config.vocab_size)
 
-        with naming_corrupt_records(data.input_file):
+        with naming_corrupt_records(data.input_file), naming_out_of_vocabulary_ids(
+                data.input_file, config.vocab_size, files.bert_config_file):
             training.train(build)
 
     chief = training.trainer.chief
     results = {}
     if data.do_eval:
-        results = score(training, run_config, data)
+        results = score(training, run_config, data, config, files)
         if chief:
             global_step = training.global_step
             loop.write_scalars(os.path.join(run_config.output_dir, "logs", "eval"),

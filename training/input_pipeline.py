@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import struct
 from typing import Iterator, Mapping
 
@@ -261,13 +262,58 @@ def record_dataset(file_pattern: str, spec: Mapping[str, tf.io.FixedLenFeature],
 def pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length: int,
                         max_predictions_per_seq: int, is_training: bool,
                         input_context: tf.distribute.InputContext | None = None,
-                        seed: int | None = None) -> tf.data.Dataset:
+                        seed: int | None = None,
+                        vocab_size: int | None = None) -> tf.data.Dataset:
     """Pre-training feature dicts (the model reads its labels from them).
 
     Use with `strategy.distribute_datasets_from_function(lambda context:
     pretraining_dataset(..., input_context=context))` to shard per worker
     and replica; `batch_size` is then the global batch.
+
+    With `vocab_size`, every batch's token ids are checked to lie in
+    [0, vocab_size): records written with a larger vocabulary than the
+    model's would otherwise train without a sound, since an XLA gather
+    clamps an id past the table's end to its last row. A failing batch
+    stops reading with an error that `naming_out_of_vocabulary_ids` turns
+    into one naming the records.
     """
-    return record_dataset(file_pattern,
-                          pretraining_feature_spec(max_seq_length, max_predictions_per_seq),
-                          batch_size, is_training, input_context, seed)
+    dataset = record_dataset(file_pattern,
+                             pretraining_feature_spec(max_seq_length, max_predictions_per_seq),
+                             batch_size, is_training, input_context, seed)
+    if vocab_size is None:
+        return dataset
+    return dataset.map(lambda features: _ids_checked(features, vocab_size),
+                       num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=seed is not None or not is_training)
+
+
+# Starts the message of a failed id check, so the error can be told from others.
+_OUT_OF_VOCABULARY = "token ids outside the vocabulary; smallest and largest:"
+
+
+def _ids_checked(features: dict, vocab_size: int) -> dict:
+    ids = tf.concat([tf.reshape(features[name], [-1])
+                     for name in ("input_ids", "masked_lm_ids")], axis=0)
+    smallest, largest = tf.reduce_min(ids), tf.reduce_max(ids)
+    check = tf.debugging.Assert(tf.logical_and(smallest >= 0, largest < vocab_size),
+                                [_OUT_OF_VOCABULARY, smallest, largest])
+    with tf.control_dependencies([check]):
+        return {name: tf.identity(value) for name, value in features.items()}
+
+
+@contextlib.contextmanager
+def naming_out_of_vocabulary_ids(file_pattern: str, vocab_size: int,
+                                 config_file: str) -> Iterator[None]:
+    """Turns a failed id check of `pretraining_dataset` into an error naming the records."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        found = re.search(re.escape(_OUT_OF_VOCABULARY) + r"\]? \[(-?\d+)\] \[(-?\d+)\]",
+                          error.message)
+        if not found:
+            raise
+        smallest, largest = map(int, found.groups())
+        wrong = largest if largest >= vocab_size else smallest
+        raise ValueError(f"{file_pattern}: a record holds token id {wrong}, outside the "
+                         f"vocabulary of {config_file} (vocab_size={vocab_size}); were the "
+                         "records written with another vocabulary?") from None

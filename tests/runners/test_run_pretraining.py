@@ -190,3 +190,30 @@ def test_a_damaged_record_met_in_training_is_named_with_its_offset(inputs, tmp_p
     assert (f"run_pretraining.py: error: {damaged}: corrupted record at byte {offset} "
             "(its checksum does not match)") in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_records_with_ids_past_the_vocabulary_stop_the_run_naming_them(inputs, tmp_path):
+    """Under XLA an out-of-range id would be clamped to the table's last row, silently."""
+    records, _ = inputs
+    small = write_tiny_config(tmp_path / "small_config.json", vocab_size=40)  # records: up to 63
+    result = subprocess.run(_command((records, small), tmp_path / "out"),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"run_pretraining\.py: error: {re.escape(str(records))}: a record holds "
+                        rf"token id (4\d|5\d|6[0-3]), outside the vocabulary of "
+                        rf"{re.escape(str(small))} \(vocab_size=40\); .*", last)
+    assert "Traceback" not in result.stderr
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_a_vocabulary_larger_than_the_config_is_refused(inputs, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"token{i}" for i in range(60)]) + "\n")
+    result = subprocess.run(_command(inputs, tmp_path / "out", vocab_file=vocab),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert (f"run_pretraining.py: error: {vocab} holds 65 tokens, more than vocab_size=64 of "
+            f"{inputs[1]}") in result.stderr
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")

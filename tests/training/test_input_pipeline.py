@@ -1,5 +1,6 @@
 """training.input_pipeline on records written the way the original tools write them."""
 
+import re
 import struct
 
 import numpy as np
@@ -7,8 +8,9 @@ import pytest
 import tensorflow as tf
 
 from training.input_pipeline import (CorruptRecordError, check_record_file, list_files,
-                                     naming_corrupt_records, parse_fixed_features,
-                                     pretraining_dataset, pretraining_feature_spec)
+                                     naming_corrupt_records, naming_out_of_vocabulary_ids,
+                                     parse_fixed_features, pretraining_dataset,
+                                     pretraining_feature_spec)
 
 SEQ, PREDS = 16, 4
 
@@ -53,6 +55,26 @@ def record_offsets(data: bytes) -> list[int]:
 def record_ids(dataset, batches=None) -> list[int]:
     dataset = dataset if batches is None else dataset.take(batches)
     return [int(i) for batch in dataset for i in batch["input_ids"][:, 0]]
+
+
+def test_ids_checked_against_the_vocabulary_pass_unchanged_or_stop_with_the_records_named(
+        tmp_path):
+    write_files(tmp_path, 1, 6)  # ids up to 5 + SEQ - 1 = 20
+    pattern = str(tmp_path / "*.tfrecord")
+    plain = list(pretraining_dataset(pattern, 3, SEQ, PREDS, is_training=False))
+    checked = list(pretraining_dataset(pattern, 3, SEQ, PREDS, is_training=False,
+                                       vocab_size=50))
+    for want, got in zip(plain, checked, strict=True):
+        for name in want:
+            np.testing.assert_array_equal(got[name].numpy(), want[name].numpy())
+    with pytest.raises(ValueError, match=rf"^{re.escape(pattern)}: a record holds token id 20, "
+                                         r"outside the vocabulary of cfg.json \(vocab_size=18\)"):
+        with naming_out_of_vocabulary_ids(pattern, 18, "cfg.json"):
+            list(pretraining_dataset(pattern, 6, SEQ, PREDS, is_training=False, vocab_size=18))
+    # Other errors pass through as they were.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="unrelated"):
+        with naming_out_of_vocabulary_ids(pattern, 18, "cfg.json"):
+            tf.debugging.Assert(False, ["unrelated"])
 
 
 def test_reads_back_with_static_shapes_and_int32(tmp_path):
