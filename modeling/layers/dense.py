@@ -20,7 +20,7 @@ def add_bias(inputs, bias):
     row of ones with the [rows, width] gradient goes to the matrix library,
     which reads the gradient once; the gradient is materialized anyway, as
     an operand of the kernel's two gradient products. This made that step
-    about 4% faster.
+    about 3% faster, and a MiniLM fine-tuning step at 32 x 128 about 5%.
 
     Only from 4096 rows (16 KiB of float32 ones) on: below that, XLA's CPU
     backend fuses the gradient's producer into a vector-matrix product and
