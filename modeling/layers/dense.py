@@ -65,7 +65,7 @@ class Dense(keras.layers.Dense):
     """
 
     def call(self, inputs, training=None):
-        if self.bias is None or self.quantization_mode or not compiled_by_xla():
+        if self.bias is None or self.quantization_mode:
             return super().call(inputs, training=training)
         outputs = add_bias(ops.matmul(inputs, self.kernel), self.bias)
         if self.activation is not None:
