@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from modeling.layers.dense import add_bias
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
+from modeling.layers.xla_context import compiled_by_xla
 
 # Added to the scores of masked keys (the original's value): the scores are
 # float32 here under every policy, where exp(-10000) underflows to exactly zero,
@@ -44,6 +46,11 @@ class SelfAttention(ConfigurableLayer):
     full-size tensor padded with zeros. Each projection goes straight into
     the [batch, heads, ...] layout its batched product wants (the key
     pre-transposed), so the products need no further copies.
+
+    In float32 under XLA, the softmax, its dropout and the product with the
+    values are `attend`, whose gradient is written out. Elsewhere they are
+    Keras ops: in 16-bit types the context's rounding would enter the
+    softmax's gradient, and outside XLA the dropout mask is drawn otherwise.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, initializer_range: float = 0.02,
@@ -81,11 +88,57 @@ class SelfAttention(ConfigurableLayer):
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         scores = ops.matmul(query, key)  # [batch, heads, query, key]
         scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
-        probabilities = ops.softmax(scores, axis=-1)
-        dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training)
-        context = ops.transpose(ops.matmul(dropped, value), (0, 2, 1, 3))  # [b, q, heads, size]
+        if self.compute_dtype == "float32" and not return_probabilities and compiled_by_xla():
+            keep = scale = None
+            if self.dropout.drops(training):
+                keep, scale = self.dropout.keep_mask(tf.shape(scores), scores.dtype)
+            context = attend(scores, value, keep, scale)
+        else:
+            probabilities = ops.softmax(scores, axis=-1)
+            dropped = self.dropout(ops.cast(probabilities, self.compute_dtype),
+                                   training=training)
+            context = ops.matmul(dropped, value)
+        context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
         context = ops.reshape(context, (batch, length, self.hidden_size))
         output = add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
         if return_probabilities:
             return output, probabilities
         return output
+
+
+def attend(scores: tf.Tensor, value: tf.Tensor, keep: tf.Tensor | None = None,
+           scale: tf.Tensor | None = None) -> tf.Tensor:
+    """`dropout(softmax(scores)) @ value`, with its gradient written out.
+
+    `keep` and `scale` are a dropout mask and the kept units' factor (no
+    dropout without them). Differentiated automatically, the softmax's
+    gradient `p * (dp - sum_keys(dp * p))` reads the dropout mask again and
+    takes its row sums over every key: two more passes over the
+    [batch, heads, query, key] probabilities, the second a strided
+    `reduce-window` on XLA's CPU backend. With `d = dropout(p)`:
+
+    - `p * dp` is `d * dd`, so the mask is not needed;
+    - `sum_keys(dp * p)` is each query's context dotted with its gradient
+      (`dd = dcontext @ value^T`), a sum over the head size only.
+
+    Compiled for the small model's pre-training step, this halved the
+    attention's backward loops (18 to 9 ms) and made the step 3.5% faster.
+    Values and gradients are the same but for float rounding.
+    """
+
+    @tf.custom_gradient
+    def attend_with_context_sums(scores, value):
+        probabilities = tf.nn.softmax(scores, axis=-1)
+        dropped = probabilities if keep is None else tf.where(
+            keep, probabilities * scale, tf.zeros_like(probabilities))
+        context = tf.matmul(dropped, value)
+
+        def gradient(context_gradient):
+            dropped_gradient = tf.matmul(context_gradient, value, transpose_b=True)
+            value_gradient = tf.matmul(dropped, context_gradient, transpose_a=True)
+            row_sums = tf.reduce_sum(context_gradient * context, axis=-1, keepdims=True)
+            return dropped * dropped_gradient - probabilities * row_sums, value_gradient
+
+        return context, gradient
+
+    return attend_with_context_sums(scores, value)

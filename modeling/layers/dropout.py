@@ -36,28 +36,39 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if not (training and 0.0 < self.rate < 1.0 and self.noise_shape is None):
+        if not self.drops(training):
             return super().call(inputs, training=training)
-        seed = self.seed_generator.next()
-        # The stateless ops take int32 seeds under XLA (Keras folds them the same way).
-        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
         if compiled_by_xla():
-            return self._drop_by_16_bit_draws(inputs, seed)
-        draws = tf.random.stateless_uniform(tf.shape(inputs), seed, alg="auto_select")
+            keep, scale = self.keep_mask(tf.shape(inputs), inputs.dtype)
+            return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+        draws = tf.random.stateless_uniform(tf.shape(inputs), self._next_seed(),
+                                            alg="auto_select")
         scale = tf.constant(1.0 / (1.0 - self.rate), inputs.dtype)
         return tf.where(draws >= self.rate, inputs * scale, tf.zeros_like(inputs))
 
-    def _drop_by_16_bit_draws(self, inputs, seed):
-        """Dropout where each unit compares 16 of ThreeFry's bits with the rate."""
-        size = tf.size(inputs)
+    def drops(self, training) -> bool:
+        """Whether a call with this `training` draws a mask (`keep_mask` applies)."""
+        return bool(training) and 0.0 < self.rate < 1.0 and self.noise_shape is None
+
+    def keep_mask(self, shape: tf.Tensor, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
+        """The units kept, and their scale, as a call under XLA draws them.
+
+        Each unit compares 16 of ThreeFry's bits with the rate. For callers
+        that apply the mask themselves (attention, inside its own gradient).
+        """
+        size = tf.reduce_prod(shape)
         words = tf.random.stateless_uniform(
-            [(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32,
+            [(size + 1) // 2], self._next_seed(), minval=None, maxval=None, dtype=tf.uint32,
             alg="threefry")
         halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
         dropped_levels = min(max(round(self.rate * _LEVELS), 1), _LEVELS - 1)
-        scale = tf.constant(_LEVELS / (_LEVELS - dropped_levels), inputs.dtype)
-        keep = tf.reshape(halves >= dropped_levels, tf.shape(inputs))
-        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+        scale = tf.constant(_LEVELS / (_LEVELS - dropped_levels), dtype)
+        return tf.reshape(halves >= dropped_levels, shape), scale
+
+    def _next_seed(self) -> tf.Tensor:
+        seed = self.seed_generator.next()
+        # The stateless ops take int32 seeds under XLA (Keras folds them the same way).
+        return tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
 
 
 _LEVELS = 1 << 16  # the values 16 random bits take

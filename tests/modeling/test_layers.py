@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from modeling.config import BertConfig
 from modeling.layers.activations import get_activation
-from modeling.layers.attention import MASK_BIAS, SelfAttention, attention_bias
+from modeling.layers import attention as attention_module
+from modeling.layers.attention import MASK_BIAS, SelfAttention, attend, attention_bias
 from modeling.layers.dropout import Dropout
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
@@ -305,6 +306,71 @@ def test_attention_backward_has_no_concatenation_or_slice_padding():
     op_types = {op.type for op in gradients.get_concrete_function().graph.get_operations()}
     assert not op_types & {"ConcatV2", "StridedSlice", "StridedSliceGrad", "Einsum"}
     assert "BatchMatMulV2" in op_types
+
+
+def test_attend_gradient_equals_the_softmax_dropout_product_chain():
+    """The softmax's row sums taken from the context give the same gradients."""
+    scores = tf.constant(RNG.normal(size=(B, HEADS, S, S)).astype("float32") * 3)
+    value = tf.constant(RNG.normal(size=(B, HEADS, S, H // HEADS)).astype("float32"))
+    upstream = tf.constant(RNG.normal(size=(B, HEADS, S, H // HEADS)).astype("float32"))
+    keep = tf.constant(RNG.random(size=(B, HEADS, S, S)) > 0.3)
+    for mask, scale in ((None, None), (keep, tf.constant(1 / 0.7))):
+        def chained(scores, value):
+            probabilities = tf.nn.softmax(scores, axis=-1)
+            if mask is not None:
+                probabilities = tf.where(mask, probabilities * scale, 0.0)
+            return tf.matmul(probabilities, value)
+
+        results = []
+        for function in (chained, lambda s, v: attend(s, v, mask, scale)):
+            with tf.GradientTape() as tape:
+                tape.watch([scores, value])
+                context = function(scores, value)
+            results.append([context, *tape.gradient(context, [scores, value],
+                                                     output_gradients=upstream)])
+        for ours, chain in zip(*results):
+            np.testing.assert_allclose(ours.numpy(), chain.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_under_xla_with_dropout_matches_the_unfused_path(monkeypatch):
+    """Same masks from the same seed state: outputs and every gradient agree."""
+    layer = SelfAttention(H, HEADS, dropout_rate=0.3)
+    layer.build()
+    random_weights(layer)
+    x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+    weights = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+    bias = attention_bias(padded_mask())
+    state = layer.dropout.seed_generator.state.numpy()
+
+    def compiled_step():
+        layer.dropout.seed_generator.state.assign(state)
+
+        @tf.function(jit_compile=True)
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(layer(x, bias, training=True) * weights)
+            return tape.gradient(loss, [x, *layer.trainable_variables]), loss
+
+        return step(x)
+
+    calls = []
+    monkeypatch.setattr(attention_module, "attend",
+                        lambda *args: calls.append(args) or attend(*args))
+    ours = compiled_step()
+    assert len(calls) == 1 and calls[0][2] is not None  # the written gradient, with a mask
+    monkeypatch.setattr(attention_module, "compiled_by_xla", lambda: False)
+    chained = compiled_step()
+    assert len(calls) == 1
+    np.testing.assert_allclose(ours[1].numpy(), chained[1].numpy(), rtol=1e-6)
+    names = ["inputs", *(variable.name for variable in layer.trainable_variables)]
+    for name, gradient, reference in zip(names, ours[0], chained[0]):
+        if name == "key_bias":
+            # A shift of a query's scores leaves its softmax unchanged, so this
+            # gradient is zero: both are rounding noise.
+            assert np.abs(gradient.numpy()).max() < 1e-5 > np.abs(reference.numpy()).max()
+            continue
+        np.testing.assert_allclose(gradient.numpy(), reference.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_dropout_under_xla_keeps_the_rate_scales_and_replays_from_its_seed_state():
