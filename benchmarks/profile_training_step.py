@@ -40,6 +40,7 @@ import collections
 import glob
 import os
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -49,6 +50,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_cpu_enable_xprof_traceme=true").strip()
 ROOT = Path(__file__).resolve().parents[1]
+# This checkout's code, not the one installed in the environment: profiling a
+# "before" checkout beside the installed one must time the "before" code.
+sys.path.insert(0, str(ROOT))
 
 from benchmarks import harness, training_speed  # noqa: E402
 
