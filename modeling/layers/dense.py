@@ -27,9 +27,10 @@ def add_bias(inputs, bias):
     computes it as a naive loop, which made a fine-tuning step 1.5x slower.
     The row count is often unknown when the step is traced, so the choice is
     a `tf.cond` on it, which XLA resolves when it compiles for the actual
-    shapes. Outside XLA, TensorFlow's bias-gradient kernel is as fast; in
-    16-bit types a product's accumulation is the library's to choose, which
-    is why those keep the sum too.
+    shapes. Outside XLA the product (oneDNN's) made BERT-Base's step only
+    1.01x faster, within noise, so the plain sum stays; in 16-bit types a
+    product's accumulation is the library's to choose, which is why those
+    keep the sum too.
     """
     bias = ops.cast(bias, inputs.dtype)
     if inputs.dtype != tf.float32 or not compiled_by_xla():
