@@ -27,7 +27,9 @@ step and tf-keras' AdamW; Hugging Face transformers `BertForPreTraining` /
 not spin while the others run). Model FLOPs are those the task needs: the
 encoder, the pooler and the heads, with the vocabulary projection at the 20
 masked positions only (Hugging Face's `BertForPreTraining` projects all 128
-positions, which its MFU does not credit), times 3 for the backward pass.
+positions, which its MFU does not credit) and the last block's queries and
+feed-forward only where the heads read it (the peers compute every
+position), times 3 for the backward pass.
 
     make bench   (or: .venv-bench/bin/python benchmarks/training_speed.py
                   [--cases=pretrain_small,...] [--rounds=N] [--precision=mixed_bfloat16])
@@ -111,11 +113,20 @@ def batch_arrays(case: dict) -> dict:
 
 
 def step_flops(case: dict) -> float:
-    """Model FLOPs of one training step: 3 x the forward matmuls the task needs."""
+    """Model FLOPs of one training step: 3 x the forward matmuls the task needs.
+
+    The heads read the last block only at [CLS] (and, in pre-training, the
+    masked positions), so of the last block the task needs every position's
+    keys and values but the rest only at those rows.
+    """
     hidden, length, batch = case["hidden"], case["length"], case["batch"]
-    per_token = case["layers"] * (2 * (4 * hidden * hidden + 2 * hidden * case["intermediate"])
-                                  + 4 * length * hidden)
-    forward = batch * length * per_token + batch * 2 * hidden * hidden  # + pooler
+    intermediate = case["intermediate"]
+    keys_values = 2 * 2 * hidden * hidden
+    rest = 2 * (2 * hidden * hidden + 2 * hidden * intermediate) + 4 * length * hidden
+    read_rows = 1 + (case["predictions"] if case["task"] == "pretrain" else 0)
+    forward = batch * ((case["layers"] - 1) * length * (keys_values + rest)
+                       + length * keys_values + read_rows * rest)
+    forward += batch * 2 * hidden * hidden  # pooler
     if case["task"] == "pretrain":
         forward += batch * case["predictions"] * 2 * hidden * (hidden + VOCAB) + batch * 4 * hidden
     else:

@@ -89,10 +89,14 @@ class MaskedLMHead(_TiedLanguageModelHead):
     `call(sequence_output [B, S, H], masked_lm_positions [B, P])` returns
     logits [B, P, vocab]. Gathering the P (about 15% of S) positions before the
     transform and the vocabulary projection skips the largest matmul of the
-    model for the positions that carry no loss, as the original did.
+    model for the positions that carry no loss, as the original did. Without
+    positions, `sequence_output` [B, P, H] already holds just the masked
+    positions (an encoder called with `output_positions`).
     """
 
-    def call(self, sequence_output, masked_lm_positions):
+    def call(self, sequence_output, masked_lm_positions=None):
+        if masked_lm_positions is None:
+            return self._logits(sequence_output)
         positions = ops.cast(masked_lm_positions, "int32")
         gathered = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
         return self._logits(gathered)

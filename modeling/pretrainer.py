@@ -190,12 +190,14 @@ class BertPretrainer(keras.Model):
         if missing:
             raise KeyError(f"pre-training features lack {', '.join(missing)} "
                            f"(objective {self.objective!r})")
-        encoded = self.encoder({key: features[key] for key in _ENCODER_INPUTS},
-                               training=training)
+        inputs = {key: features[key] for key in _ENCODER_INPUTS}
         if self.objective == "ltr":
+            encoded = self.encoder(inputs, training=training)
             return {"lm_logits": self.lm_head(encoded["sequence_output"])}
-        outputs = {"masked_lm_logits": self.masked_lm_head(
-            encoded["sequence_output"], features["masked_lm_positions"])}
+        # The last block runs only where the heads read it: masked positions and [CLS].
+        encoded = self.encoder(inputs, training=training,
+                               output_positions=features["masked_lm_positions"])
+        outputs = {"masked_lm_logits": self.masked_lm_head(encoded["sequence_output"])}
         if self.objective == "mlm_nsp":
             outputs["next_sentence_logits"] = self.next_sentence_head(encoded["pooled_output"])
         return outputs

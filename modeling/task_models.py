@@ -116,9 +116,15 @@ class _FineTuningModel(keras.Model):
         config = dict(config)
         return cls(BertConfig.from_dict(config.pop("config")), **config)
 
-    def encode(self, features, training=None) -> dict:
-        return self.encoder({key: features[key] for key in ENCODER_INPUTS if key in features},
-                            training=training)
+    def encode(self, features, training=None, pooled_only: bool = False) -> dict:
+        """The encoder's outputs; with `pooled_only`, only `pooled_output` is meaningful.
+
+        A head that reads [CLS]'s pooled vector alone lets the last block
+        compute just [CLS] (the encoder's `output_positions`, here none).
+        """
+        inputs = {key: features[key] for key in ENCODER_INPUTS if key in features}
+        no_positions = ops.zeros_like(inputs["input_ids"][:, :0]) if pooled_only else None
+        return self.encoder(inputs, training=training, output_positions=no_positions)
 
     def head_variables(self) -> dict:
         raise NotImplementedError
@@ -170,7 +176,8 @@ class BertClassifier(_FineTuningModel):
     def call(self, features, training=None):
         if self.both_orders:  # [batch, 2, seq]: (a, b) and (b, a), one sequence each
             features, orders = _flatten_choices(features)
-        encoded = self.encode(features, training)
+        encoded = self.encode(features, training,
+                              pooled_only=self.bilstm is None and not self.causal)
         if self.bilstm is not None:
             summary = self.bilstm(encoded["sequence_output"],
                                   mask=ops.cast(features["input_mask"], "bool"), training=training)
@@ -210,7 +217,7 @@ class BertMultipleChoice(_FineTuningModel):
 
     def call(self, features, training=None):
         flat, choices = _flatten_choices(features)
-        encoded = self.encode(flat, training)
+        encoded = self.encode(flat, training, pooled_only=not self.causal)
         summary = (_last_real_token(encoded["sequence_output"], flat["input_mask"])
                    if self.causal else encoded["pooled_output"])
         scores = self.scorer(self.dropout(summary, training=training))

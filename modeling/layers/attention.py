@@ -73,33 +73,57 @@ class SelfAttention(ConfigurableLayer):
                 shape=(size,), initializer="zeros", name=f"{name}_bias"))
         self.built = True
 
-    def call(self, hidden_states, bias, training=None, return_probabilities=False):
+    def call(self, hidden_states, bias, training=None, return_probabilities=False,
+             query_rows=None):
+        """Attention output [batch, query, hidden]; `query_rows` [batch, n] picks the queries.
+
+        Without `query_rows` every position is a query. With them, only those
+        positions are (all are still keys and values): the output is
+        [batch, n, hidden], as those rows of the full output.
+        """
         batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+        queries_from = hidden_states
+        if query_rows is not None:
+            queries_from = tf.gather(hidden_states, query_rows, axis=1, batch_dims=1)
+            if bias.shape[2] != 1:  # a causal bias has a row per query
+                bias = tf.gather(bias, query_rows, axis=2, batch_dims=1)
+        query_length = ops.shape(queries_from)[1]
 
-        def heads(kernel, kernel_bias, order):
-            projected = add_bias(ops.matmul(hidden_states, kernel), kernel_bias)
+        def heads(inputs, rows, kernel, kernel_bias, order):
+            projected = add_bias(ops.matmul(inputs, kernel), kernel_bias)
             return ops.transpose(
-                ops.reshape(projected, (batch, length, self.num_heads, self.head_size)), order)
+                ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order)
 
-        query = heads(self.query_kernel, self.query_bias, (0, 2, 1, 3))  # [b, heads, q, size]
-        key = heads(self.key_kernel, self.key_bias, (0, 2, 3, 1))  # [b, heads, size, k]
-        value = heads(self.value_kernel, self.value_bias, (0, 2, 1, 3))  # [b, heads, k, size]
+        query = heads(queries_from, query_length, self.query_kernel, self.query_bias,
+                      (0, 2, 1, 3))  # [b, heads, q, size]
+        key = heads(hidden_states, length, self.key_kernel, self.key_bias,
+                    (0, 2, 3, 1))  # [b, heads, size, k]
+        value = heads(hidden_states, length, self.value_kernel, self.value_bias,
+                      (0, 2, 1, 3))  # [b, heads, k, size]
         # Scaling the query before the product keeps float16 scores in range.
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         scores = ops.matmul(query, key)  # [batch, heads, query, key]
         scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
+        # The probabilities' dropout mask is drawn for every query (see Dropout.drop_rows).
+        full_shape = tf.stack([batch, self.num_heads, length, length])
         if self.compute_dtype == "float32" and not return_probabilities and compiled_by_xla():
             keep = scale = None
             if self.dropout.drops(training):
-                keep, scale = self.dropout.keep_mask(tf.shape(scores), scores.dtype)
+                keep, scale = self.dropout.keep_mask(full_shape, scores.dtype)
+                if query_rows is not None:
+                    keep = tf.gather(keep, query_rows, axis=2, batch_dims=1)
             context = attend(scores, value, keep, scale)
         else:
             probabilities = ops.softmax(scores, axis=-1)
-            dropped = self.dropout(ops.cast(probabilities, self.compute_dtype),
-                                   training=training)
+            weights = ops.cast(probabilities, self.compute_dtype)
+            if query_rows is None:
+                dropped = self.dropout(weights, training=training)
+            else:
+                dropped = self.dropout.drop_rows(weights, query_rows, full_shape, axis=2,
+                                                 training=training)
             context = ops.matmul(dropped, value)
         context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
-        context = ops.reshape(context, (batch, length, self.hidden_size))
+        context = ops.reshape(context, (batch, query_length, self.hidden_size))
         output = add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
         if return_probabilities:
             return output, probabilities

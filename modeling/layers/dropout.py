@@ -38,24 +38,39 @@ class Dropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         if not self.drops(training):
             return super().call(inputs, training=training)
-        if compiled_by_xla():
-            keep, scale = self.keep_mask(tf.shape(inputs), inputs.dtype)
-            return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
-        draws = tf.random.stateless_uniform(tf.shape(inputs), self._next_seed(),
-                                            alg="auto_select")
-        scale = tf.constant(1.0 / (1.0 - self.rate), inputs.dtype)
-        return tf.where(draws >= self.rate, inputs * scale, tf.zeros_like(inputs))
+        keep, scale = self.keep_mask(tf.shape(inputs), inputs.dtype)
+        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+
+    def drop_rows(self, rows_of_inputs, rows, full_shape, axis: int = 1, training=False):
+        """Dropout of some rows of a tensor, with the units a call on all of it drops.
+
+        `rows_of_inputs` is a [batch, ...] tensor of shape `full_shape` gathered
+        at `rows` [batch, n] along `axis`: a model that needs only some
+        positions of its last block computes just those (see
+        `BertEncoder`), and still draws a whole mask and keeps its rows, so
+        that its seeded runs drop the same units as when every position is
+        computed.
+        """
+        if not self.drops(training):
+            return rows_of_inputs
+        keep, scale = self.keep_mask(full_shape, rows_of_inputs.dtype)
+        keep = tf.gather(keep, rows, axis=axis, batch_dims=1)
+        return tf.where(keep, rows_of_inputs * scale, tf.zeros_like(rows_of_inputs))
 
     def drops(self, training) -> bool:
         """Whether a call with this `training` draws a mask (`keep_mask` applies)."""
         return bool(training) and 0.0 < self.rate < 1.0 and self.noise_shape is None
 
     def keep_mask(self, shape: tf.Tensor, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
-        """The units kept, and their scale, as a call under XLA draws them.
+        """The units a call on a tensor of `shape` keeps, and their scale.
 
-        Each unit compares 16 of ThreeFry's bits with the rate. For callers
-        that apply the mask themselves (attention, inside its own gradient).
+        Under XLA each unit compares 16 of ThreeFry's bits with the rate;
+        elsewhere a float32 uniform draw, as Keras's. For callers that apply
+        the mask themselves (attention, inside its own gradient).
         """
+        if not compiled_by_xla():
+            draws = tf.random.stateless_uniform(shape, self._next_seed(), alg="auto_select")
+            return draws >= self.rate, tf.constant(1.0 / (1.0 - self.rate), dtype)
         size = tf.reduce_prod(shape)
         words = tf.random.stateless_uniform(
             [(size + 1) // 2], self._next_seed(), minval=None, maxval=None, dtype=tf.uint32,

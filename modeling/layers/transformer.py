@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from modeling.layers.activations import get_activation
@@ -59,16 +60,35 @@ class TransformerBlock(ConfigurableLayer):
         self.output_layer_norm.build(shape)
         self.built = True
 
-    def call(self, hidden_states, bias, training=None, return_probabilities=False):
+    def call(self, hidden_states, bias, training=None, return_probabilities=False,
+             output_rows=None):
+        """The block's output [batch, seq, hidden], or only its `output_rows` [batch, n].
+
+        A position's output needs every position's keys and values but
+        nothing else of the others, so `output_rows` gives exactly those rows
+        of the full output ([batch, n, hidden]) for a fraction of the work;
+        their dropout masks are the ones a full call draws.
+        """
         attended = self.attention(hidden_states, bias, training=training,
-                                  return_probabilities=return_probabilities)
+                                  return_probabilities=return_probabilities,
+                                  query_rows=output_rows)
         if return_probabilities:
             attended, probabilities = attended
-        attended = self.attention_dropout(attended, training=training)
+        if output_rows is None:
+            attended = self.attention_dropout(attended, training=training)
+        else:
+            full_shape = tf.shape(hidden_states)
+            hidden_states = tf.gather(hidden_states, output_rows, axis=1, batch_dims=1)
+            attended = self.attention_dropout.drop_rows(attended, output_rows, full_shape,
+                                                        training=training)
         hidden_states = ops.cast(self.attention_layer_norm(hidden_states + attended),
                                  self.compute_dtype)
         expanded = self.output_dense(self.intermediate(hidden_states))
-        expanded = self.output_dropout(expanded, training=training)
+        if output_rows is None:
+            expanded = self.output_dropout(expanded, training=training)
+        else:
+            expanded = self.output_dropout.drop_rows(expanded, output_rows, full_shape,
+                                                     training=training)
         output = ops.cast(self.output_layer_norm(hidden_states + expanded), self.compute_dtype)
         if return_probabilities:
             return output, probabilities

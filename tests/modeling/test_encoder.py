@@ -93,6 +93,34 @@ def test_hidden_states_and_attentions_on_request(encoder):
     assert np.all(probs[1, :, :, 11:] == 0.0)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_output_positions_are_those_positions_of_the_full_output(encoder, causal):
+    model = BertEncoder(CONFIG, causal=causal)
+    model.set_weights(encoder.get_weights())
+    inputs = features()
+    full = numpy_outputs(model, inputs)
+    positions = np.array([[5, 0, 15], [10, 10, 2]], "int32")
+    some = model(inputs, output_positions=positions)
+    assert some["sequence_output"].shape == (B, 3, 32)
+    np.testing.assert_allclose(some["sequence_output"],
+                               np.take_along_axis(full["sequence_output"],
+                                                  positions[:, :, None], axis=1),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(some["pooled_output"], full["pooled_output"], rtol=1e-5,
+                               atol=1e-6)
+    none = model(inputs, output_positions=np.zeros((B, 0), "int32"))
+    assert none["sequence_output"].shape == (B, 0, 32)
+    np.testing.assert_allclose(none["pooled_output"], full["pooled_output"], rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_output_positions_refuse_hidden_states_and_attentions(encoder):
+    for flag in ("output_hidden_states", "output_attentions"):
+        model = BertEncoder(CONFIG, **{flag: True})
+        with pytest.raises(ValueError, match="output_positions .* " + flag):
+            model(features(), output_positions=np.zeros((B, 1), "int32"))
+
+
 def test_padding_does_not_change_real_positions(encoder):
     inputs = features()
     changed = {key: value.copy() for key, value in inputs.items()}

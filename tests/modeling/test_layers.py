@@ -210,11 +210,13 @@ def test_get_config_round_trip(layer):
     assert keras.saving.deserialize_keras_object(serialized).get_config() == config
 
 
-def concatenated_attention(self, hidden_states, bias, training=None, return_probabilities=False):
+def concatenated_attention(self, hidden_states, bias, training=None, return_probabilities=False,
+                           query_rows=None):
     """The layer's earlier implementation, kept to pin that the faster one computes the same.
 
     One concatenated [hidden, 3 * hidden] projection, strided slices of a
-    [batch, seq, 3, heads, size] tensor, and einsums over that layout.
+    [batch, seq, 3, heads, size] tensor, and einsums over that layout; every
+    position is a query, and `query_rows` are gathered from the full output.
     """
     ops = keras.ops
     batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
@@ -231,6 +233,8 @@ def concatenated_attention(self, hidden_states, bias, training=None, return_prob
     context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
     context = ops.reshape(context, (batch, length, self.hidden_size))
     output = ops.matmul(context, self.output_kernel) + self.output_bias
+    if query_rows is not None:
+        output = tf.gather(output, query_rows, axis=1, batch_dims=1)
     if return_probabilities:
         return output, probabilities
     return output
@@ -281,7 +285,10 @@ def seeded_pretraining_losses(steps: int) -> list[float]:
 
 
 def test_seeded_training_losses_match_the_concatenated_implementation(monkeypatch):
-    """Same dropout masks, same updates: the loss curve is unchanged but for float noise."""
+    """Same dropout masks, same updates: the loss curve is unchanged but for float noise.
+
+    The earlier implementation also computed the last block at every position.
+    """
     new = seeded_pretraining_losses(4)
     monkeypatch.setattr(SelfAttention, "call", concatenated_attention)
     old = seeded_pretraining_losses(4)
@@ -424,3 +431,76 @@ def test_dropout_outside_xla_is_keras_in_float32_and_draws_float32_under_bfloat1
     draws = [op for op in step.get_concrete_function(tf.TensorSpec([400, 500], "bfloat16"))
              .graph.get_operations() if op.type == "StatelessRandomUniformV2"]
     assert [op.get_attr("dtype") for op in draws] == [tf.float32]
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_dropout_of_some_rows_drops_the_units_a_full_call_drops(jit_compile):
+    layer = Dropout(0.3, seed=5)
+    inputs = tf.constant(RNG.normal(size=(3, 4, 10, 6)).astype("float32"))
+    rows = tf.constant([[9, 0, 9], [2, 3, 4], [0, 0, 0]])
+    state = layer.seed_generator.state.numpy()
+
+    @tf.function(jit_compile=jit_compile)
+    def full_then_rows(x):
+        return tf.gather(layer(x, training=True), rows, axis=2, batch_dims=1)
+
+    @tf.function(jit_compile=jit_compile)
+    def rows_only(x):
+        picked = tf.gather(x, rows, axis=2, batch_dims=1)
+        return layer.drop_rows(picked, rows, tf.shape(x), axis=2, training=True)
+
+    expected = full_then_rows(inputs).numpy()
+    layer.seed_generator.state.assign(state)
+    dropped = rows_only(inputs).numpy()
+    assert 0.1 < (dropped == 0).mean() < 0.5
+    np.testing.assert_array_equal(dropped, expected)
+    picked = tf.gather(inputs, rows, axis=2, batch_dims=1)
+    np.testing.assert_array_equal(layer.drop_rows(picked, rows, tf.shape(inputs), axis=2,
+                                                  training=False).numpy(), picked.numpy())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_block_output_rows_are_those_rows_of_the_full_output(causal, jit_compile, policy):
+    """Output and every gradient, under dropout, as computing all rows then gathering."""
+    block = TransformerBlock(H, HEADS, FFN, hidden_dropout_prob=0.2,
+                             attention_probs_dropout_prob=0.2, dtype=policy)
+    block.build()
+    random_weights(block)
+    x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+    weights = tf.constant(RNG.normal(size=(B, 3, H)).astype("float32"))
+    rows = tf.constant([[0, 3, 3], [0, 6, 1]])
+    bias = attention_bias(padded_mask(), causal=causal)
+    states = [layer.seed_generator.state.numpy()
+              for layer in (block.attention.dropout, block.attention_dropout, block.output_dropout)]
+
+    def gradients(forward):
+        for layer, state in zip((block.attention.dropout, block.attention_dropout,
+                                 block.output_dropout), states):
+            layer.seed_generator.state.assign(state)
+
+        @tf.function(jit_compile=jit_compile)
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                output = tf.cast(forward(tf.cast(x, block.compute_dtype)), "float32")
+                loss = tf.reduce_sum(output * weights)
+            return output, tape.gradient(loss, [x, *block.trainable_variables])
+
+        return step(x)
+
+    rows_output, rows_gradients = gradients(
+        lambda x: block(x, bias, training=True, output_rows=rows))
+    full_output, full_gradients = gradients(
+        lambda x: tf.gather(block(x, bias, training=True), rows, axis=1, batch_dims=1))
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    np.testing.assert_allclose(rows_output.numpy(), full_output.numpy(), rtol=tolerance,
+                               atol=tolerance)
+    names = ["inputs", *(variable.name for variable in block.trainable_variables)]
+    for name, ours, reference in zip(names, rows_gradients, full_gradients):
+        if name == "key_bias":  # zero but for rounding (softmax is shift-invariant)
+            continue
+        scale = max(np.abs(reference.numpy()).max(), 1e-6)
+        np.testing.assert_allclose(ours.numpy() / scale, reference.numpy() / scale,
+                                   atol=tolerance, err_msg=name)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from modeling import pretrainer as pt
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
+from tests.modeling.harness import compute_every_position
 
 CONFIG = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=16,
@@ -159,6 +160,40 @@ def test_jit_compiled_train_step_reports_the_paper_loss():
     after = model.trainable_weights
     assert all(not np.array_equal(b, keras.ops.convert_to_numpy(a))
                for b, a in zip(before, after))
+
+
+@pytest.mark.parametrize("objective", ["mlm_nsp", "mlm"])
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_last_block_at_the_read_positions_trains_as_the_full_block(monkeypatch, objective,
+                                                                    jit_compile):
+    """The heads read the last block at [CLS] and the masked positions only; computing
+    just those rows gives the same losses and gradients, dropout masks included."""
+    config = BertConfig.from_dict({**CONFIG.to_dict(), "hidden_dropout_prob": 0.2,
+                                   "attention_probs_dropout_prob": 0.2})
+    features = {key: tf.constant(value) for key, value in batch().items()}
+
+    def losses_and_gradients():
+        keras.utils.set_random_seed(8)
+        model = BertPretrainer(config, objective)
+
+        @tf.function(jit_compile=jit_compile)
+        def step():
+            with tf.GradientTape() as tape:
+                losses = pt.pretraining_losses(features, model(features, training=True),
+                                               objective)
+            return losses, tape.gradient(losses["loss"], model.trainable_variables)
+
+        return step()
+
+    losses, gradients = losses_and_gradients()
+    compute_every_position(monkeypatch)
+    full_losses, full_gradients = losses_and_gradients()
+    for name in full_losses:
+        np.testing.assert_allclose(losses[name].numpy(), full_losses[name].numpy(), rtol=1e-6)
+    for ours, reference in zip(gradients, full_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(ours).numpy(),
+                                   tf.convert_to_tensor(reference).numpy(), rtol=1e-4,
+                                   atol=1e-6)
 
 
 def test_evaluate_reports_weighted_metrics(models):

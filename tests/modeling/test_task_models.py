@@ -9,6 +9,7 @@ from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
+from tests.modeling.harness import compute_every_position
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=32)
@@ -178,3 +179,38 @@ def test_heads_that_do_not_read_the_pooler_do_not_train_it():
         assert not pooler(model) & {id(v) for v in model.trainable_variables}
     for model in (BertClassifier(CONFIG, num_labels=2), BertMultipleChoice(CONFIG)):
         assert pooler(model) <= {id(v) for v in model.trainable_variables}
+
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("model_class, choices", [(BertClassifier, None),
+                                                  (BertMultipleChoice, 3)])
+def test_heads_on_cls_alone_train_as_on_the_full_last_block(monkeypatch, jit_compile,
+                                                            model_class, choices):
+    """Reading [CLS] only, the last block computes only [CLS]: same loss, same gradients."""
+    features = _features(choices=choices)
+    labels = tf.constant([0, 1, 1])
+
+    def loss_and_gradients():
+        tf.keras.utils.set_random_seed(4)
+        model = (model_class(CONFIG, num_labels=2) if choices is None
+                 else model_class(CONFIG))
+
+        @tf.function(jit_compile=jit_compile)
+        def step():
+            with tf.GradientTape() as tape:
+                logits = model(features, training=True)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels, logits))
+            return loss, tape.gradient(loss, model.trainable_variables)
+
+        return step()
+
+    loss, gradients = loss_and_gradients()
+    compute_every_position(monkeypatch)
+    full_loss, full_gradients = loss_and_gradients()
+    np.testing.assert_allclose(loss.numpy(), full_loss.numpy(), rtol=1e-6)
+    for ours, reference in zip(gradients, full_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(ours).numpy(),
+                                   tf.convert_to_tensor(reference).numpy(), rtol=1e-4,
+                                   atol=1e-6)
