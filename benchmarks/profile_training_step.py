@@ -175,7 +175,9 @@ def section(label: str, results: dict[str, dict]) -> str:
                                        if r["classes"] else "-" for r in results.values()])
     rows.append(["step wall time (untraced)"] + [f"{r['wall'] * 1e3:.0f} ms"
                                                  for r in results.values()])
-    lines = [f"## {label}", "", f"Load average before: "
+    machine = harness.machine_info()
+    lines = [f"## {label}", "", f"Machine: {machine['cpu']}, {machine['cores']} cores. "
+             f"Load average before: "
              f"{', '.join(f'{value:.2f}' for value in os.getloadavg())}.", "",
              harness.markdown_table(header, rows), "", "Heaviest op types (XLA: instruction kinds) per step:", ""]
     for key, result in results.items():

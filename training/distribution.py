@@ -27,9 +27,10 @@ import tensorflow as tf
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Widest model whose float32 CPU training step XLA made faster in
-# `benchmarks/training_speed.py`: 1.20x at hidden size 256 (pre-training),
-# 1.07x / 1.10x at 384 (MiniLM fine-tuning, length 64 / 128), 0.97x at 768
-# (BERT-Base pre-training).
+# `benchmarks/training_speed.py`, on an Intel Xeon with AMX and on an AMD EPYC:
+# 1.20x and 1.18x at hidden size 256 (pre-training), 1.07x / 1.10x and
+# 1.09x / 1.09x at 384 (MiniLM fine-tuning, length 64 / 128), 0.97x and 0.94x
+# at 768 (BERT-Base pre-training).
 XLA_CPU_MAX_HIDDEN_SIZE = 512
 
 
@@ -133,7 +134,7 @@ def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
     Keras' own `jit_compile="auto"` compiles too; not measured here). On a
     CPU it loses where the products dominate (BERT-Base) and in 16-bit
     precision, whose products oneDNN runs on the CPU's bfloat16 units
-    outside XLA (1.7x faster than under XLA at MiniLM size). Several replicas
+    outside XLA (1.3-1.7x faster than under XLA at MiniLM size). Several replicas
     all-reduce inside the step; compiling that is left to the flag.
     """
     if strategy.num_replicas_in_sync != 1 or hidden_size is None:

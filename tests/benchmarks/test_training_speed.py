@@ -21,15 +21,18 @@ def test_every_process_builds_the_same_batch():
     assert labels.shape == (32,) and set(labels) <= {0, 1}
 
 
-def test_step_flops_count_encoder_pooler_and_heads_three_times():
+def test_step_flops_count_what_the_heads_read_three_times():
     case = dict(task="pretrain", layers=2, hidden=8, heads=2, intermediate=32, batch=3,
                 length=5, predictions=2)
-    per_token = 2 * (2 * (4 * 64 + 2 * 8 * 32) + 4 * 5 * 8)
-    forward = 3 * 5 * per_token + 3 * 2 * 64 + 3 * 2 * 2 * 8 * (8 + training_speed.VOCAB) \
-        + 3 * 4 * 8
-    assert training_speed.step_flops(case) == 3 * forward
+    keys_values = 2 * 2 * 64  # per position, in every block
+    rest = 2 * (2 * 64 + 2 * 8 * 32) + 4 * 5 * 8  # query, output, feed-forward, attention
+    # The first block at all 5 positions; the last at [CLS] and 2 masked positions.
+    encoder = 3 * (5 * (keys_values + rest) + 5 * keys_values + 3 * rest)
+    heads = 3 * 2 * 2 * 8 * (8 + training_speed.VOCAB) + 3 * 4 * 8
+    assert training_speed.step_flops(case) == 3 * (encoder + 3 * 2 * 64 + heads)
     classify = dict(case, task="classify")
-    assert training_speed.step_flops(classify) == 3 * (3 * 5 * per_token + 3 * 2 * 64 + 3 * 4 * 8)
+    encoder = 3 * (5 * (keys_values + rest) + 5 * keys_values + 1 * rest)
+    assert training_speed.step_flops(classify) == 3 * (encoder + 3 * 2 * 64 + 3 * 4 * 8)
 
 
 def test_a_system_whose_loss_does_not_fall_is_refused():
