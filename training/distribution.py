@@ -27,10 +27,10 @@ import tensorflow as tf
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Widest model whose float32 CPU training step XLA made faster in
-# `benchmarks/training_speed.py`, on an Intel Xeon with AMX and on an AMD EPYC:
-# 1.20x and 1.18x at hidden size 256 (pre-training), 1.07x / 1.10x and
-# 1.09x / 1.09x at 384 (MiniLM fine-tuning, length 64 / 128), 0.97x and 0.94x
-# at 768 (BERT-Base pre-training).
+# `benchmarks/training_speed.py`, on an Intel Xeon with AMX and (two runs) on
+# an AMD EPYC: 1.20x and 1.11-1.18x at hidden size 256 (pre-training), 1.07x /
+# 1.10x and 1.09-1.14x / 1.09-1.13x at 384 (MiniLM fine-tuning, length 64 /
+# 128), 0.97x and 0.94-0.96x at 768 (BERT-Base pre-training).
 XLA_CPU_MAX_HIDDEN_SIZE = 512
 
 
