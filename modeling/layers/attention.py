@@ -115,12 +115,8 @@ class SelfAttention(ConfigurableLayer):
             context = attend(scores, value, keep, scale)
         else:
             probabilities = ops.softmax(scores, axis=-1)
-            weights = ops.cast(probabilities, self.compute_dtype)
-            if query_rows is None:
-                dropped = self.dropout(weights, training=training)
-            else:
-                dropped = self.dropout.drop_rows(weights, query_rows, full_shape, axis=2,
-                                                 training=training)
+            dropped = self.dropout.drop_rows(ops.cast(probabilities, self.compute_dtype),
+                                             query_rows, full_shape, axis=2, training=training)
             context = ops.matmul(dropped, value)
         context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
         context = ops.reshape(context, (batch, query_length, self.hidden_size))

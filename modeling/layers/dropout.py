@@ -49,8 +49,10 @@ class Dropout(keras.layers.Dropout):
         positions of its last block computes just those (see
         `BertEncoder`), and still draws a whole mask and keeps its rows, so
         that its seeded runs drop the same units as when every position is
-        computed.
+        computed. With `rows=None` the input is the whole tensor: a plain call.
         """
+        if rows is None:
+            return self(rows_of_inputs, training=training)
         if not self.drops(training):
             return rows_of_inputs
         keep, scale = self.keep_mask(full_shape, rows_of_inputs.dtype)

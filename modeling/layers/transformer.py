@@ -74,21 +74,16 @@ class TransformerBlock(ConfigurableLayer):
                                   query_rows=output_rows)
         if return_probabilities:
             attended, probabilities = attended
-        if output_rows is None:
-            attended = self.attention_dropout(attended, training=training)
-        else:
-            full_shape = tf.shape(hidden_states)
+        full_shape = tf.shape(hidden_states)
+        if output_rows is not None:
             hidden_states = tf.gather(hidden_states, output_rows, axis=1, batch_dims=1)
-            attended = self.attention_dropout.drop_rows(attended, output_rows, full_shape,
-                                                        training=training)
+        attended = self.attention_dropout.drop_rows(attended, output_rows, full_shape,
+                                                    training=training)
         hidden_states = ops.cast(self.attention_layer_norm(hidden_states + attended),
                                  self.compute_dtype)
         expanded = self.output_dense(self.intermediate(hidden_states))
-        if output_rows is None:
-            expanded = self.output_dropout(expanded, training=training)
-        else:
-            expanded = self.output_dropout.drop_rows(expanded, output_rows, full_shape,
-                                                     training=training)
+        expanded = self.output_dropout.drop_rows(expanded, output_rows, full_shape,
+                                                 training=training)
         output = ops.cast(self.output_layer_norm(hidden_states + expanded), self.compute_dtype)
         if return_probabilities:
             return output, probabilities
