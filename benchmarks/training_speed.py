@@ -15,9 +15,10 @@ same precision takes part in the rounds, and model FLOPs utilization (MFU) is
 each system's model FLOPs per second over that rate.
 
 Systems: ours (`run_pretraining.py`'s and `run_classifier.py`'s step:
-`training.loop.Trainer` with the original AdamW, as by default, which chooses
-XLA or not by `training.distribution.default_jit_compile`, and with the other
-choice forced by `--jit_compile` / `--nojit_compile`);
+`training.loop.Trainer` with the original AdamW, in a process whose malloc
+keeps freed heap pages as the runners' entry point has it, as by default,
+which chooses XLA or not by `training.distribution.default_jit_compile`,
+and with the other choice forced by `--jit_compile` / `--nojit_compile`);
 keras-hub 0.32 `BertMaskedLM` / `BertTextClassifier` through `fit` with
 Keras' AdamW; the Model Garden's `BertPretrainerV2` (tf-models-official
 2.20 on tf-keras, read out of its wheel at run time) with a `tf.function`
@@ -141,12 +142,20 @@ def _tf_worker_setup() -> None:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
+def _ours_setup() -> None:
+    """What the runners' entry point (`training.cli.run`) does before TensorFlow starts."""
+    from training.host_memory import keep_freed_heap_pages
+
+    keep_freed_heap_pages()
+    _tf_worker_setup()
+
+
 def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None):
     """`training.loop.Trainer` on our model and loss, as the runners build it.
 
     `jit_compile=None` chooses XLA as the runners do without `--jit_compile`.
     """
-    _tf_worker_setup()
+    _ours_setup()
     import keras
     import tensorflow as tf
 
@@ -193,6 +202,7 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
 
 def ours_flipped(case: dict, precision: str):
     """Ours with the XLA choice the runners would not make by default."""
+    _ours_setup()
     import tensorflow as tf
 
     from training.distribution import default_jit_compile

@@ -16,10 +16,17 @@ from typing import Callable, Mapping
 from absl import app
 
 from training.atomic import write_atomically
+from training.host_memory import keep_freed_heap_pages
 
 
 def run(main: Callable[[list[str]], None]) -> None:
-    """`absl.app.run(main)`, with user errors reported as `prog: error: message`, exit 1."""
+    """`absl.app.run(main)`, with user errors reported as `prog: error: message`, exit 1.
+
+    Before anything runs, malloc is told to keep freed heap pages
+    (`training.host_memory`), which must happen before TensorFlow starts
+    its threads.
+    """
+    keep_freed_heap_pages()
     program = os.path.basename(sys.argv[0])
     try:
         app.run(main)
