@@ -35,8 +35,8 @@ DEFAULT_TOP_PAD_BYTES = 64 * 1024 * 1024
 
 def keep_freed_heap_pages(top_pad_bytes: int = DEFAULT_TOP_PAD_BYTES) -> bool:
     """Sets glibc malloc's top padding; True if it was set, False where it cannot be."""
-    if top_pad_bytes < 0:
-        raise ValueError(f"top_pad_bytes must be >= 0, got {top_pad_bytes}")
+    if not 0 <= top_pad_bytes < 2**31:  # mallopt takes a C int
+        raise ValueError(f"top_pad_bytes must be in [0, 2**31), got {top_pad_bytes}")
     if not sys.platform.startswith("linux") or "MALLOC_TOP_PAD_" in os.environ:
         return False
     try:

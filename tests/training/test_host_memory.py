@@ -59,9 +59,10 @@ def test_freed_heap_pages_are_reused_instead_of_faulted_in_again():
     assert kept < 100, kept
 
 
-def test_a_negative_padding_is_refused():
+@pytest.mark.parametrize("top_pad_bytes", [-1, 2**31])
+def test_a_padding_outside_a_c_int_is_refused(top_pad_bytes):
     with pytest.raises(ValueError, match="top_pad_bytes"):
-        host_memory.keep_freed_heap_pages(-1)
+        host_memory.keep_freed_heap_pages(top_pad_bytes)
 
 
 def test_a_users_own_setting_is_left_alone(monkeypatch):
