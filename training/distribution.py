@@ -138,8 +138,8 @@ def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
     GPUs (where Keras' own `jit_compile="auto"` compiles too; not measured
     here). On a CPU it loses in 16-bit precision, whose products oneDNN
     runs on the CPU's bfloat16 units outside XLA (1.3-1.7x faster than under
-    XLA at MiniLM size). Several replicas
-    all-reduce inside the step; compiling that is left to the flag.
+    XLA at MiniLM size). Several replicas all-reduce inside the step;
+    compiling that is left to the flag.
     """
     if strategy.num_replicas_in_sync != 1 or hidden_size is None:
         return False
