@@ -35,6 +35,19 @@ def test_step_flops_count_what_the_heads_read_three_times():
     assert training_speed.step_flops(classify) == 3 * (encoder + 3 * 2 * 64 + 3 * 4 * 8)
 
 
+def test_every_timed_round_follows_one_untimed_step():
+    calls = []
+
+    def run(steps):
+        calls.append(steps)
+        return float(len(calls))
+
+    answers = list(training_speed.timed_rounds(run, ["4\n", "3\n"]))
+    assert calls == [1, 4, 1, 3]
+    assert [answer["loss"] for answer in answers] == [2.0, 4.0]  # the timed calls' losses
+    assert all(answer["seconds"] >= 0 for answer in answers)
+
+
 def test_a_system_whose_loss_does_not_fall_is_refused():
     measured = {"pretrain_small": {"losses": {"ours": [11.0, 9.0], "peer": [10.0, 10.0],
                                               "matmul": [5.0, 6.0]}}}
