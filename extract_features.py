@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from absl import flags
 
+from cli import entry, runner_flags
 from tasks import features
-from training import cli, runner_flags
 
 FLAGS = flags.FLAGS
 runner_flags.define_model_flags(FLAGS)
@@ -30,4 +30,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    entry.run(main)

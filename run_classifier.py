@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from absl import flags
 
+from cli import entry, runner_flags
 from tasks import classification
-from training import cli, finetuning, runner_flags
+from training import finetuning
 
 FLAGS = flags.FLAGS
 runner_flags.define_finetuning_flags(FLAGS, max_seq_length=128, learning_rate=5e-5,
@@ -84,4 +85,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    entry.run(main)

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from absl import flags
 
+from cli import entry, runner_flags
 from modeling.feature_tagger import FEATURE_LAYERS
 from tasks import tagging
-from training import cli, finetuning, runner_flags
+from training import finetuning
 
 FLAGS = flags.FLAGS
 runner_flags.define_finetuning_flags(FLAGS, max_seq_length=128, learning_rate=5e-5,
@@ -86,4 +87,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    entry.run(main)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from absl import flags
 
+from cli import entry, runner_flags
 from tasks import pretraining
-from training import cli, configs, runner_flags
+from training import configs
 
 FLAGS = flags.FLAGS
 
@@ -58,4 +59,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    cli.run(main)
+    entry.run(main)

@@ -45,8 +45,9 @@ import json
 
 from absl import flags
 
+from cli import entry, runner_flags
 from tasks import squad
-from training import cli, finetuning, runner_flags
+from training import finetuning
 
 FLAGS = flags.FLAGS
 runner_flags.define_finetuning_flags(FLAGS, max_seq_length=384, learning_rate=3e-5,
@@ -87,4 +88,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    entry.run(main)

@@ -53,7 +53,7 @@ def ours(model_dir: Path, data_dir: Path, output: str) -> dict[str, float]:
                     f"--max_seq_length={LENGTH}", f"--random_seed={SEED}",
                     "--eval_batch_size=32", "--predict_batch_size=32", "--log_every=100"],
                    check=True)
-    from training.cli import read_eval_results
+    from evaluation.results import read_eval_results
 
     results = read_eval_results(Path(output) / "eval_results.txt")
     return {"f1": results["test_f1"], "accuracy": results["test_accuracy"]}

@@ -3,7 +3,7 @@
 Both tokenize the same real text (the built-in news and Wikipedia corpora)
 with the same uncased vocabulary (MiniLM's, which is bert-base-uncased's),
 in batches of 1024 lines, without special tokens. Ours produces the
-original FullTokenizer's ids (tests/data_prep/text/test_tokenization.py checks that
+original FullTokenizer's ids (tests/text/test_tokenization.py checks that
 against recorded output of the original); the lines where the peer's ids
 differ from ours are counted and reported, since a faster tokenizer that
 gives other ids would not be a fair comparison. The peer's `encode_batch`
@@ -26,9 +26,10 @@ from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
 from data_prep.corpora.assets import minilm_dir  # noqa: E402
-from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path  # noqa: E402
-from data_prep.text.text_files import read_utf8_lines  # noqa: E402
-from data_prep.text.tokenization import MAX_CHARS_PER_WORD, FullTokenizer  # noqa: E402
+from data_prep.corpora.builtin_corpus import news_sample_path  # noqa: E402
+from data_prep.corpora.builtin_corpus import wikipedia_sample_path
+from text.text_files import read_utf8_lines  # noqa: E402
+from text.tokenization import MAX_CHARS_PER_WORD, FullTokenizer  # noqa: E402
 
 BATCH_LINES = 1024
 

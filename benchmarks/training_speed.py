@@ -144,8 +144,8 @@ def _tf_worker_setup() -> None:
 
 
 def _ours_setup() -> None:
-    """What the runners' entry point (`training.cli.run`) does before TensorFlow starts."""
-    from training.host_memory import keep_freed_heap_pages
+    """What the runners' entry point (`cli.entry.run`) does before TensorFlow starts."""
+    from cli.host_memory import keep_freed_heap_pages
 
     keep_freed_heap_pages()
     _tf_worker_setup()

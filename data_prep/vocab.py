@@ -40,9 +40,9 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from data_prep.text.normalization import split_words
-from data_prep.text.text_files import read_utf8_lines
-from training.atomic import atomic_open
+from core.atomic import atomic_open
+from text.normalization import split_words
+from text.text_files import read_utf8_lines
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_TOKEN = "[PAD]"

@@ -32,7 +32,7 @@ import string
 import sys
 from typing import Any, Iterator
 
-from data_prep.text.text_files import read_utf8_lines
+from text.text_files import read_utf8_lines
 
 _log = logging.getLogger(__name__)
 _PUNCTUATION = frozenset(string.punctuation)

@@ -39,10 +39,10 @@ from typing import Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_prep.text import normalization
+from core.atomic import atomic_open
 from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import InputFeatures
-from training.atomic import atomic_open
+from text import normalization
 
 _BATCH = 4096
 

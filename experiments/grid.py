@@ -31,12 +31,12 @@ import statistics
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from core.atomic import write_atomically
 from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path
 from data_prep.corpora.oanc import oanc_sample_path
 from data_prep.corpora.rotten_tomatoes import pretraining_corpus_path, sst2_layout_dir
 from data_prep.corpora.wsj_pos import tag_set, wsj_conll_dir
 from experiments.jobs import Dataset, Job, Output
-from training.atomic import write_atomically
 
 TABLES = ("5", "6", "7", "8", "fig5", "gpt_layers")
 GLUE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")

@@ -33,8 +33,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
-from training.atomic import write_atomically
-from training.cli import read_eval_results
+from core.atomic import write_atomically
+from evaluation.results import read_eval_results
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RESULT_FILE = "result.json"

@@ -14,9 +14,9 @@ from typing import Mapping
 # Figures are drawn without pyplot, so no display backend or global figure state is involved.
 from matplotlib.figure import Figure
 
+from core.atomic import atomic_path, write_atomically
 from experiments.grid import Score, Table
 from experiments.jobs import Job, Output
-from training.atomic import atomic_path, write_atomically
 
 
 def format_score(score: Score | None) -> str:

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from training.atomic import atomic_open
+from core.atomic import atomic_open
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
 # Hugging Face's names for the tanh approximation.

@@ -39,9 +39,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from core.atomic import atomic_path
 from modeling.layers.dropout import Dropout
 from modeling.task_models import ENCODER_INPUTS, tagging_loss
-from training.atomic import atomic_path
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")

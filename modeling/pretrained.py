@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 import keras
 
-from data_prep.text.tokenization import FullTokenizer, load_vocab
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import BertEncoder
+from text.tokenization import FullTokenizer, load_vocab
 
 CONFIG_FILES = ("bert_config.json", "config.json")
 VOCAB_FILE = "vocab.txt"

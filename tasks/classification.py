@@ -18,13 +18,15 @@ import keras
 import numpy as np
 from absl import logging
 
+from core.atomic import write_atomically
 from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
+from evaluation.results import write_eval_results
 from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
                                   regression_loss)
-from training import cli, finetuning, loop
+from tasks.serving import export_classifier
+from training import finetuning, loop
 from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_non_negative
-from training.serving import export_classifier
 
 KINDS = ("classification", "regression", "multiple_choice")
 
@@ -224,8 +226,7 @@ def write_sweep_table(output_dir: str, runs: list[SweepRun], chosen: SweepRun | 
         lines.append("\t".join([f"{r.learning_rate:g}", str(r.restart), f"{r.score:.4f}",
                                 *(f"{r.scores.get(key, float('nan')):.4f}" for key in keys),
                                 r.status, "*" if r is chosen else ""]))
-    cli.write_text_atomically(os.path.join(output_dir, "sweep_results.tsv"),
-                              "\n".join(lines) + "\n")
+    write_atomically(os.path.join(output_dir, "sweep_results.tsv"), "\n".join(lines) + "\n")
 
 
 def write_submissions(data: ClassificationData, model: keras.Model, task: ClassificationTask,
@@ -237,8 +238,7 @@ def write_submissions(data: ClassificationData, model: keras.Model, task: Classi
         if data.kind == "multiple_choice":
             rows = ["id\tprediction"] + [f"{example.guid}\t{int(choice)}" for example, choice
                                          in zip(examples, predictions.argmax(-1))]
-            cli.write_text_atomically(os.path.join(folder, f"{stem}.tsv"),
-                                      "\n".join(rows) + "\n")
+            write_atomically(os.path.join(folder, f"{stem}.tsv"), "\n".join(rows) + "\n")
         else:
             majority = (glue.majority_class(data.train_examples)
                         if stem == "WNLI" and task.wnli_majority_class else None)
@@ -266,9 +266,7 @@ def run(task: ClassificationTask, files: ModelFiles, run_config: RunConfig,
         if task.do_eval:
             results = score(data, model, run_config.eval_batch_size)
     if task.do_eval:
-        cli.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
-        for key, value in sorted(results.items()):
-            logging.info("  %s = %.4f", key, value)
+        write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     if task.do_predict:
         write_submissions(data, model, task, output_dir, run_config.predict_batch_size)
     if task.do_train and task.export_saved_model and data.kind != "multiple_choice":

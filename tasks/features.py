@@ -22,13 +22,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data_prep.text.sentence_pairs import pack
-from data_prep.text.text_files import read_utf8_lines
-from data_prep.text.tokenization import FullTokenizer
+from core.atomic import atomic_open
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from training.atomic import atomic_open
+from text.sentence_pairs import pack
+from text.text_files import read_utf8_lines
+from text.tokenization import FullTokenizer
 from training.configs import ModelFiles, check_positive, check_sequence_length
 
 _PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")

@@ -18,11 +18,13 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from data_prep.text.tokenization import load_vocab
+from core import atomic
+from evaluation.results import write_eval_results
 from modeling.checkpoints import export_google_checkpoint, load_weights
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
-from training import atomic, cli, loop
+from text.tokenization import load_vocab
+from training import loop
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive, check_sequence_length)
 from training.input_pipeline import (naming_corrupt_records, naming_out_of_vocabulary_ids,
@@ -157,10 +159,8 @@ def run(files: ModelFiles, run_config: RunConfig, optimization: OptimizationConf
             global_step = training.global_step
             loop.write_scalars(os.path.join(run_config.output_dir, "logs", "eval"),
                                global_step, results)
-            cli.write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"),
-                                   {**results, "global_step": global_step})
-        for key, value in sorted(results.items()):
-            logging.info("  %s = %s", key, value)
+            write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"),
+                               {**results, "global_step": global_step})
     if chief:
         write_outputs(model, config, files, run_config.output_dir)
     logging.info("final weights checksum: %.6f", weights_checksum(model))

@@ -18,10 +18,11 @@ from absl import logging
 from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
                                                features_to_arrays)
+from evaluation.results import write_eval_results
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
 from evaluation.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from modeling.task_models import BertSpanModel, span_loss
-from training import cli, finetuning
+from training import finetuning
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive)
 
@@ -144,7 +145,5 @@ def run(task: SquadTask, files: ModelFiles, run_config: RunConfig,
     results = {}
     if task.do_eval:
         results = score(task, predictions, null_odds)
-        cli.write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
-        for key, value in sorted(results.items()):
-            logging.info("  %s = %s", key, value)
+        write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
     return results

@@ -25,15 +25,15 @@ import keras
 import numpy as np
 from absl import logging
 
-from data_prep.datasets.conll import (build_windows, detect_scheme, label_list,
-                                      predictions_to_tags, read_conll, windows_to_arrays,
-                                      write_conll_predictions)
+from data_prep.datasets.conll import (build_windows, detect_scheme, label_list, predictions_to_tags,
+                                      read_conll, windows_to_arrays, write_conll_predictions)
 from evaluation.ner import entity_scores, token_accuracy
+from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
 from modeling.task_models import BertTokenTagger, tagging_loss
-from training import cli, finetuning
+from training import finetuning
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive)
 
@@ -287,7 +287,5 @@ def run(task: TaggingTask, files: ModelFiles, run_config: RunConfig,
             results.update(score(splits[name], logits, labels, scheme, prefix,
                                  run_config.output_dir))
     if results:
-        cli.write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
-        for key, value in sorted(results.items()):
-            logging.info("  %s = %.4f", key, value)
+        write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
     return results

@@ -1,6 +1,6 @@
-"""Records the original BERT tokenizer's output as golden files for tests/data_prep/text/test_tokenization.py.
+"""Records the original BERT tokenizer's output as golden files for tests/text/test_tokenization.py.
 
-`data_prep.text.tokenization.FullTokenizer` promises the exact tokens of Google's
+`text.tokenization.FullTokenizer` promises the exact tokens of Google's
 `FullTokenizer`, and that promise is only as good as what it is checked
 against. This script runs the original itself, as published on PyPI
 (`bert-tensorflow==1.0.4`, the google-research/bert `tokenization.py`),
@@ -41,10 +41,10 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-
 from data_prep.corpora.assets import minilm_dir  # noqa: E402
-from data_prep.corpora.builtin_corpus import news_sample_path, wikipedia_sample_path  # noqa: E402
-from data_prep.text.text_files import read_utf8_lines  # noqa: E402
+from data_prep.corpora.builtin_corpus import news_sample_path  # noqa: E402
+from data_prep.corpora.builtin_corpus import wikipedia_sample_path
+from text.text_files import read_utf8_lines  # noqa: E402
 
 ORIGINAL_PACKAGE = "bert-tensorflow==1.0.4"
 ORIGINAL_MEMBER = "bert/tokenization.py"

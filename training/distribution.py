@@ -32,7 +32,7 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # 1.10x and 1.09-1.14x / 1.09-1.13x at 384 (MiniLM fine-tuning, length 64 /
 # 128), but 0.97x and 0.94-0.96x at 768 (BERT-Base pre-training). Those runs
 # let malloc give freed pages back every step; XLA's step allocates more
-# anew, and once the runners kept them (`training.host_memory`) BERT-Base
+# anew, and once the runners kept them (`cli.host_memory`) BERT-Base
 # too trained 1.08x faster under XLA on the AMD machine (A/B, 8 rounds).
 # Wider models were not measured and stay outside XLA.
 XLA_CPU_MAX_HIDDEN_SIZE = 768

@@ -25,10 +25,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data_prep.text.tokenization import FullTokenizer
+from core import atomic
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
-from training import atomic, loop
+from text.tokenization import FullTokenizer
+from training import loop
 from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_sequence_length
 from training.trainer import TrainingRun
 

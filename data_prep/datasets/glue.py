@@ -29,7 +29,7 @@ import numpy as np
 
 from data_prep.datasets import glue_tasks
 from data_prep.datasets.glue_tasks import Column, InputExample, SplitFile, TaskSpec
-from data_prep.text.sentence_pairs import pack_ids
+from text.sentence_pairs import pack_ids
 
 __all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_both_orders",
            "convert_examples", "get_processor", "majority_class", "write_submission"]

@@ -33,7 +33,7 @@ import itertools
 import os
 from typing import Iterator
 
-from data_prep.text.text_files import read_utf8_lines
+from text.text_files import read_utf8_lines
 
 Column = str | int  # a header name, or a 0-based position
 

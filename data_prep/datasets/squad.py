@@ -26,7 +26,7 @@ import json
 import logging
 from typing import Any
 
-from data_prep.text.text_files import read_utf8_lines
+from text.text_files import read_utf8_lines
 
 _log = logging.getLogger(__name__)
 _WHITESPACE = frozenset(" \t\r\n\u202f")

@@ -14,7 +14,7 @@ scores depend on them:
   by one window's edge lies whole in another.
 - The max-context flag. A token seen in several windows is scored, at
   prediction time, only in the window where it has the most context
-  (`data_prep.text.sliding_windows`, shared with CoNLL tagging).
+  (`text.sliding_windows`, shared with CoNLL tagging).
 
 Training targets are token positions in the window; an answer not wholly
 inside a window, and an impossible v2 question, point at [CLS] (0, 0).
@@ -34,9 +34,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from data_prep.datasets.squad import SquadExample
-from data_prep.text.sentence_pairs import pack_ids
-from data_prep.text.sliding_windows import max_context_owners, windows
-from data_prep.text.tokenization import FullTokenizer
+from text.sentence_pairs import pack_ids
+from text.sliding_windows import max_context_owners, windows
+from text.tokenization import FullTokenizer
 
 FIRST_UNIQUE_ID = 1000000000
 

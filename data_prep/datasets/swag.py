@@ -26,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from data_prep.text.sentence_pairs import pack_ids
-from data_prep.text.text_files import read_utf8_lines
+from text.sentence_pairs import pack_ids
+from text.text_files import read_utf8_lines
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))

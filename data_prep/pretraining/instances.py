@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from data_prep.text.sentence_pairs import layout_rows
+from text.sentence_pairs import layout_rows
 
 RANDOM_NEXT_TRIES = 10  # the original gives up looking for another document after 10 draws
 

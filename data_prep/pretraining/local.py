@@ -27,9 +27,9 @@ import sys
 import time
 from typing import Callable, Iterable, Iterator, TextIO
 
+from core.atomic import temporary_folder
 from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining.settings import Settings
-from training.atomic import temporary_folder
 
 _PROGRESS_SECONDS = 5.0
 
@@ -178,6 +178,7 @@ def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
     """Pool initializer: one thread per TensorFlow op; the tokenizer built before any chunk."""
     # Imported in the worker only, where the fork server already loaded it (module docstring).
     import tensorflow as tf
+
     from data_prep.pretraining import transform
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -192,6 +193,7 @@ def _stage_chunk(task: _ChunkTask) -> _ChunkResult:
     """The chunk's records in one staging file per target shard, instance k in the k % n-th."""
     # Imported in the worker only, where the fork server already loaded it (module docstring).
     import tensorflow as tf
+
     from data_prep.pretraining import transform
 
     settings = task.settings

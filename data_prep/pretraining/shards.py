@@ -17,7 +17,7 @@ the same folder, recording every setting that shapes its content; a rerun
 with the same settings skips shards whose marker and size still match.
 The training input pipeline skips such hidden files in its globs.
 
-Shards, markers and the staging folder are written under `training.atomic`'s
+Shards, markers and the staging folder are written under `core.atomic`'s
 temporary names, which carry the writing process' ID
 (`.<name>.<pid>-<random>.partial`). A run killed part way leaves them
 behind; the next run over the same outputs removes those whose process is
@@ -38,8 +38,8 @@ from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
-from data_prep.text.text_files import decode_line
-from training.atomic import atomic_open, remove_dead_temporaries, write_atomically
+from core.atomic import atomic_open, remove_dead_temporaries, write_atomically
+from text.text_files import decode_line
 
 _BLOCK_BYTES = 1 << 22
 
@@ -252,7 +252,7 @@ def remove_dead_leftovers(outputs: Sequence[str]) -> list[str]:
             os.path.basename(path))
     for folder, names in by_folder.items():
         alternatives = "|".join(re.escape(name) for name in names)
-        # `training.atomic.temporary_name` of a shard, a marker, or the staging folder.
+        # `core.atomic.temporary_name` of a shard, a marker, or the staging folder.
         pattern = re.compile(rf"\.(?:{alternatives})(?:\.complete\.json)?"
                              rf"\.(\d+)-[0-9a-f]{{8}}\.partial")
         removed += remove_dead_temporaries(folder, pattern)

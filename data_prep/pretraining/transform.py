@@ -19,11 +19,10 @@ from typing import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from data_prep.pretraining.instances import (VocabIds, build_features, chunk_bounds,
-                                             segment_spans)
+from data_prep.pretraining.instances import VocabIds, build_features, chunk_bounds, segment_spans
 from data_prep.pretraining.records import serialize_examples
 from data_prep.pretraining.settings import Settings
-from data_prep.text.tokenization import PRETRAINING_TOKENS, FullTokenizer
+from text.tokenization import PRETRAINING_TOKENS, FullTokenizer
 
 _BATCH = 2048  # instances padded, masked and encoded together
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from core import atomic
 from modeling.checkpoints import names
 from modeling.config import BertConfig
-from training import atomic
 
 
 class NamedWeights(tf.Module):

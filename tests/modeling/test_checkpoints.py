@@ -7,17 +7,16 @@ import pytest
 import tensorflow as tf
 
 from data_prep.corpora.assets import minilm_dir
-from data_prep.text.sentence_pairs import pack
-from data_prep.text.tokenization import FullTokenizer
 from modeling.checkpoints import (CheckpointError, export_google_checkpoint, export_huggingface,
-                                  load_weights, read_checkpoint, save_checkpoint,
+                                  load_weights, names, read_checkpoint, save_checkpoint,
                                   training_checkpoint)
-from modeling.checkpoints import names
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
-from training.optimization import create_optimizer
 from tests.fixtures import GOLDEN
+from text.sentence_pairs import pack
+from text.tokenization import FullTokenizer
+from training.optimization import create_optimizer
 
 pytestmark = pytest.mark.assets
 

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.fixtures import write_tiny_config, REPO
+from tests.fixtures import REPO, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -120,11 +120,11 @@ def test_fine_tuning_starts_from_phase_two(pipeline, tmp_path):
 def test_features_from_a_checkpoint_prefix(pipeline, tmp_path):
     import tensorflow as tf
 
-    from data_prep.text.sentence_pairs import pack
-    from data_prep.text.tokenization import FullTokenizer
     from modeling.checkpoints import load_weights
     from modeling.config import BertConfig
     from modeling.encoder import BertEncoder
+    from text.sentence_pairs import pack
+    from text.tokenization import FullTokenizer
 
     folder, _, phase2, _ = pipeline
     prefix = phase2 / "ckpt-3"  # not the newest: a prefix means itself

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.fixtures import write_tiny_config, REPO
+from evaluation.results import read_eval_results
+from tests.fixtures import REPO, write_tiny_config
 from tests.training.test_training_faults import checkpoint_values, run_killed
-from training.cli import read_eval_results
 
 pytestmark = pytest.mark.slow
 

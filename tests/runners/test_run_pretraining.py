@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
+from evaluation.results import read_eval_results
+from tests.fixtures import REPO, write_pretraining_records, write_tiny_config
 from tests.training.test_input_pipeline import record_offsets
-from training.cli import read_eval_results
 
 pytestmark = pytest.mark.slow
 

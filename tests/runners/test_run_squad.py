@@ -18,8 +18,8 @@ import sys
 
 import pytest
 
-from tests.fixtures import write_tiny_config, REPO
-from training.cli import read_eval_results
+from evaluation.results import read_eval_results
+from tests.fixtures import REPO, write_tiny_config
 
 pytestmark = pytest.mark.slow
 

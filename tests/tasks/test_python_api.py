@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from absl import flags
 
+from evaluation.results import read_eval_results
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from tasks import classification, pretraining
 from tests.fixtures import write_pretraining_records, write_tiny_config
-from training.cli import read_eval_results
 from training.configs import ModelFiles, OptimizationConfig, RunConfig
 
 GOOD = ["a great and wonderful film", "truly great acting", "wonderful and moving story",

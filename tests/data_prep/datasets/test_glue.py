@@ -8,7 +8,7 @@ import pytest
 
 from data_prep.datasets.glue import (InputExample, convert_both_orders, convert_examples,
                                      get_processor, majority_class, write_submission)
-from data_prep.text.tokenization import FullTokenizer
+from text.tokenization import FullTokenizer
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "is", "it", "\"", ".", "?", ","]
 

@@ -16,8 +16,8 @@ from data_prep.corpora.assets import minilm_dir
 from data_prep.datasets.squad import SquadExample, read_squad_examples, whitespace_words
 from data_prep.datasets.squad_features import (FIRST_UNIQUE_ID, convert_examples_to_features,
                                                features_to_arrays)
-from data_prep.text.sliding_windows import max_context_owners, windows
-from data_prep.text.tokenization import FullTokenizer
+from text.sliding_windows import max_context_owners, windows
+from text.tokenization import FullTokenizer
 
 pytestmark = pytest.mark.assets
 

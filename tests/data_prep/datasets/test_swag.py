@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from data_prep.datasets.swag import MultipleChoiceExample, convert_multiple_choice, read_swag
-from data_prep.text.tokenization import FullTokenizer
+from text.tokenization import FullTokenizer
 
 HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,"
           "ending0,ending1,ending2,ending3")

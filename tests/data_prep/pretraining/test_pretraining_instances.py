@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep.pretraining.instances import (InstanceOptions, VocabIds, _truncated,
-                                             build_features, chunk_bounds, segment_spans)
+from data_prep.pretraining.instances import (InstanceOptions, VocabIds, _truncated, build_features,
+                                             chunk_bounds, segment_spans)
 from data_prep.pretraining.records import serialize_examples
-from data_prep.text.sentence_pairs import pack_ids
+from text.sentence_pairs import pack_ids
 from training.input_pipeline import pretraining_feature_spec
 
 # A toy vocabulary: specials, then words; ids >= 150 are "##" continuation pieces.

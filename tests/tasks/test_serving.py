@@ -3,9 +3,9 @@
 import pytest
 import tensorflow as tf
 
-from data_prep.text.sentence_pairs import pack
-from data_prep.text.tokenization import FullTokenizer
-from training.serving import ClassifierServing, export_classifier
+from tasks.serving import ClassifierServing, export_classifier
+from text.sentence_pairs import pack
+from text.tokenization import FullTokenizer
 
 KEYS = ("input_ids", "input_mask", "segment_ids")
 LENGTH = 8

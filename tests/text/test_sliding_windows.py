@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from data_prep.text.sliding_windows import max_context_owners, windows
+from text.sliding_windows import max_context_owners, windows
 
 
 def _best_window(spans, position):

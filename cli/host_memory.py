@@ -15,7 +15,7 @@ allocations, not the machine.
 It has to be set before TensorFlow starts its threads, which create their
 own heaps: set after the model was built, the same padding made that step
 fault more (34,000 per step) and slower. So the runners' entry point sets
-it first thing (`training.cli.run`).
+it first thing (`cli.entry.run`).
 
 The padding bounds what malloc keeps unused at the top of each heap; memory
 in use is unchanged. Other C libraries (musl, macOS) have no such setting

@@ -1,4 +1,4 @@
-"""training.atomic: whole files or none, with the umask's permissions, for every result writer."""
+"""core.atomic: whole files or none, with the umask's permissions, for every result writer."""
 
 import contextlib
 import os
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from core import atomic
+from core.atomic import atomic_open, atomic_path, write_atomically
 from data_prep.datasets.conll import Sentence, write_conll_predictions
+from evaluation.results import write_eval_results
 from modeling.config import BertConfig
-from training import atomic
-from training.atomic import atomic_open, atomic_path, write_atomically
-from training.cli import write_eval_results
 
 
 @contextlib.contextmanager
@@ -75,7 +75,7 @@ def _dead_pid() -> int:
 
 
 def test_dead_writers_temporaries_go_and_live_ones_stay(tmp_path):
-    from training import atomic
+    from core import atomic
 
     dead = _dead_pid()
     (tmp_path / f".eval_results.txt.{dead}-0123abcd.partial").write_text("half")
@@ -93,7 +93,7 @@ def test_dead_writers_temporaries_go_and_live_ones_stay(tmp_path):
 
 
 def test_temporary_folder_is_named_for_its_writer_and_removed_after(tmp_path):
-    from training import atomic
+    from core import atomic
 
     with atomic.temporary_folder(tmp_path / "bert_model.ckpt") as staging:
         assert os.path.isdir(staging)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from data_prep.text.normalization import _normalize_unicode, normalize, split_words
+from text.normalization import _normalize_unicode, normalize, split_words
 
 
 def _normalized(text: str, lower_case: bool) -> str:

@@ -3,7 +3,7 @@
 Serving systems hand the model text, not WordPiece ids; shipping the
 tokenizer inside the graph means the deployed model cannot drift from the
 tokenization it was trained with. Packing is
-`data_prep.text.sentence_pairs.pack_ragged`, the in-graph twin of the packer
+`text.sentence_pairs.pack_ragged`, the in-graph twin of the packer
 that built the training inputs, so the layout and truncation cannot drift.
 Whoever loads it must `import tensorflow_text` first, which registers the
 tokenizer's ops. A classifier trained on both orders of each pair (GPT's
@@ -18,7 +18,7 @@ import tempfile
 
 import tensorflow as tf
 
-from data_prep.text.sentence_pairs import pack_ragged
+from text.sentence_pairs import pack_ragged
 
 
 class ClassifierServing(tf.Module):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from data_prep.text.sentence_split import split_sentences
+from text.sentence_split import split_sentences
 
 
 @pytest.mark.parametrize("text, expected", [

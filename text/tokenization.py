@@ -2,7 +2,7 @@
 
 Token ids are those of the original google-research/bert `FullTokenizer`
 (checked on real news text and on tricky strings, uncased and cased; see
-tests/data_prep/text/test_tokenization.py), while the work runs as TensorFlow ops, so the
+tests/text/test_tokenization.py), while the work runs as TensorFlow ops, so the
 same object tokenizes inside `tf.data` and inside an exported SavedModel
 that takes raw strings.
 
@@ -34,8 +34,8 @@ from typing import Iterable, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from data_prep.text import normalization
-from data_prep.text.text_files import read_utf8_lines
+from text import normalization
+from text.text_files import read_utf8_lines
 
 SUFFIX_INDICATOR = "##"
 UNK_TOKEN = "[UNK]"

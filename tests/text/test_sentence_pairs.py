@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep.text.sentence_pairs import pack, pack_ids, pack_ragged, truncate_pair
+from text.sentence_pairs import pack, pack_ids, pack_ragged, truncate_pair
 
 VOCAB = {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3, "b": 4, "c": 5, "d": 6}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from training import cli, host_memory
+from cli import entry, host_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ _HEAP_ROUNDS = textwrap.dedent("""
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     if sys.argv[1] == "keep":
-        from training.host_memory import keep_freed_heap_pages
+        from cli.host_memory import keep_freed_heap_pages
         assert keep_freed_heap_pages()
     def one_round():
         blocks = [libc.malloc(64 * 1024) for _ in range(256)]
@@ -72,7 +72,7 @@ def test_a_users_own_setting_is_left_alone(monkeypatch):
 
 def test_the_runners_entry_point_sets_it_before_main_runs(monkeypatch):
     calls = []
-    monkeypatch.setattr(cli, "keep_freed_heap_pages", lambda: calls.append("keep"))
-    monkeypatch.setattr(cli.app, "run", lambda main: calls.append("main"))
-    cli.run(lambda argv: None)
+    monkeypatch.setattr(entry, "keep_freed_heap_pages", lambda: calls.append("keep"))
+    monkeypatch.setattr(entry.app, "run", lambda main: calls.append("main"))
+    entry.run(lambda argv: None)
     assert calls == ["keep", "main"]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from data_prep.text.text_files import decode_line, read_utf8_lines
+from text.text_files import decode_line, read_utf8_lines
 
 
 def _file(tmp_path, data: bytes, name: str = "input.txt") -> str:

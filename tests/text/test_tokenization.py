@@ -18,9 +18,9 @@ import pytest
 import tensorflow as tf
 
 from data_prep.corpora.assets import minilm_dir
-from data_prep.text.normalization import split_words
-from data_prep.text.tokenization import PRETRAINING_TOKENS, FullTokenizer
 from tests.fixtures import GOLDEN
+from text.normalization import split_words
+from text.tokenization import PRETRAINING_TOKENS, FullTokenizer
 
 pytestmark = pytest.mark.assets
 

@@ -13,9 +13,8 @@ import sys
 import pytest
 from absl import flags
 
-from training import runner_flags
+from cli import runner_flags
 from tests.fixtures import REPO
-
 
 
 def _pretraining_flags(tmp_path, *arguments: str) -> flags.FlagValues:

@@ -1,0 +1,34 @@
+"""The runners' entry point: user errors as one line and exit status 1, not a traceback.
+
+Runners raise ValueError / OSError (and their subclasses) for anything a
+user can fix: a missing file, a malformed line, a bad flag value. The entry
+point turns those into one line on stderr that names the problem, and exit
+status 1, instead of a traceback; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+from absl import app
+
+from cli.host_memory import keep_freed_heap_pages
+
+
+def run(main: Callable[[list[str]], None]) -> None:
+    """`absl.app.run(main)`, with user errors reported as `prog: error: message`, exit 1.
+
+    Before anything runs, malloc is told to keep freed heap pages
+    (`cli.host_memory`), which must happen before TensorFlow starts
+    its threads.
+    """
+    keep_freed_heap_pages()
+    program = os.path.basename(sys.argv[0])
+    try:
+        app.run(main)
+    except (ValueError, OSError) as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        sys.exit(1)

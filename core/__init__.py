@@ -1,0 +1,6 @@
+"""The ground floor: what every other package may import, and which imports none of them.
+
+`core.atomic` writes files and folders whole (temporary name, then rename),
+and `core.framework` is the one place that knows Keras and TensorFlow
+internals.
+"""
