@@ -48,10 +48,10 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
 from modeling.config import BertConfig  # noqa: E402
+from modeling.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
 from modeling.pretrainer import BertPretrainer, pretraining_losses  # noqa: E402
 from training.input_pipeline import pretraining_dataset  # noqa: E402
 from training.loop import Trainer  # noqa: E402
-from training.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

@@ -161,9 +161,9 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
     import tensorflow as tf
 
     from modeling.config import BertConfig
+    from modeling.optimization import create_optimizer
     from training.distribution import default_jit_compile
     from training.loop import Trainer
-    from training.optimization import create_optimizer
 
     config = BertConfig(vocab_size=VOCAB, hidden_size=case["hidden"],
                         num_hidden_layers=case["layers"], num_attention_heads=case["heads"],

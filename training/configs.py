@@ -13,9 +13,9 @@ import math
 
 import tensorflow as tf
 
+from modeling.optimization import OPTIMIZER_TYPES
 from training import distribution
 from training.distribution import PRECISIONS, STRATEGIES
-from training.optimization import OPTIMIZER_TYPES
 
 
 def check_positive(name: str, value: float) -> None:

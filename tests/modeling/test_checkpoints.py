@@ -12,11 +12,11 @@ from modeling.checkpoints import (CheckpointError, export_google_checkpoint, exp
                                   training_checkpoint)
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer
 from tests.fixtures import GOLDEN
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
-from training.optimization import create_optimizer
 
 pytestmark = pytest.mark.assets
 

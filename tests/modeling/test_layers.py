@@ -8,15 +8,15 @@ import pytest
 import tensorflow as tf
 
 from modeling.config import BertConfig
-from modeling.layers.activations import get_activation
 from modeling.layers import attention as attention_module
+from modeling.layers.activations import get_activation
 from modeling.layers.attention import MASK_BIAS, SelfAttention, attend, attention_bias
 from modeling.layers.dropout import Dropout
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
 from modeling.layers.xla_context import compiled_by_xla
+from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer, pretraining_losses
-from training.optimization import create_optimizer
 
 B, S, H, HEADS, FFN = 2, 7, 16, 2, 24
 RNG = np.random.default_rng(1)

@@ -12,12 +12,12 @@ import pytest
 import tensorflow as tf
 
 from modeling.config import BertConfig
+from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer
 from tests.training.test_distribution import run_python
 from tests.training.test_input_pipeline import PREDS, SEQ, write_files
 from training.distribution import get_strategy
 from training.input_pipeline import pretraining_dataset
-from training.optimization import create_optimizer
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ import keras
 import numpy as np
 from tests.training.test_training_integration import train_tiny_bert
 from training.distribution import get_strategy
-from training.optimization import create_optimizer
+from modeling.optimization import create_optimizer
 
 strategy = get_strategy("mirrored")
 report = {"replicas": strategy.num_replicas_in_sync,

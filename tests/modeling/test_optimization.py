@@ -1,4 +1,4 @@
-"""training.optimization against NumPy references of the original AdamW and of LAMB."""
+"""modeling.optimization against NumPy references of the original AdamW and of LAMB."""
 
 import keras
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from modeling.config import BertConfig
+from modeling.optimization import BertAdamW, Lamb, WarmupLinearDecay, create_optimizer
 from modeling.pretrainer import BertPretrainer
-from training.optimization import (BertAdamW, Lamb, WarmupLinearDecay, create_optimizer)
 
 # The original excluded variables from decay by these name fragments.
 ORIGINAL_EXCLUDED = ("LayerNorm", "layer_norm", "bias")
