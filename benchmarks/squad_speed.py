@@ -38,12 +38,12 @@ import tensorflow as tf  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from data_prep.corpora.assets import minilm_dir  # noqa: E402
 from data_prep.datasets.squad import read_squad_examples  # noqa: E402
-from data_prep.datasets.squad_features import (convert_examples_to_features,  # noqa: E402
-                                               features_to_arrays)
-from evaluation.squad_predictions import RawResult  # noqa: E402
-from evaluation.squad_predictions import compute_predictions
+from data_prep.datasets.squad_features import convert_examples_to_features  # noqa: E402
+from data_prep.datasets.squad_features import features_to_arrays
 from modeling.config import BertConfig  # noqa: E402
 from modeling.task_models import BertSpanModel  # noqa: E402
+from tasks.squad_predictions import RawResult  # noqa: E402
+from tasks.squad_predictions import compute_predictions
 from text.tokenization import FullTokenizer  # noqa: E402
 from training.finetuning import predict  # noqa: E402
 

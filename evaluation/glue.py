@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as sk_metrics
 
-from data_prep.datasets.glue_tasks import canonical_key
+from core.task_names import canonical_key
 
 CLASSIFICATION_TASKS = ("cola", "sst-2", "mrpc", "qqp", "mnli", "qnli", "rte", "wnli", "ax", "tsv")
 MNLI_STEMS = ("mnli-m", "mnli-mm")

@@ -37,7 +37,7 @@ from typing import Sequence
 
 from seqeval.metrics.sequence_labeling import get_entities
 
-from data_prep.datasets.conll import convert_iob1_to_iob2
+from text.tag_schemes import convert_iob1_to_iob2
 
 SCHEMES = ("IOB1", "IOB2")
 Entity = tuple[str, int, int, int]  # type, sentence, first word, last word

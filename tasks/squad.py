@@ -20,8 +20,8 @@ from data_prep.datasets.squad_features import (InputFeatures, convert_examples_t
                                                features_to_arrays)
 from evaluation.results import write_eval_results
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
-from evaluation.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from modeling.task_models import BertSpanModel, span_loss
+from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from training import finetuning
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive)

@@ -34,6 +34,7 @@ import numpy as np
 from core.atomic import atomic_open
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import max_context_owners, windows
+from text.tag_schemes import opens_with_inside
 from text.text_files import read_utf8_lines
 
 if TYPE_CHECKING:
@@ -127,24 +128,10 @@ def label_list(sentences: Sequence[Sentence]) -> list[str]:
     return sorted(tags, key=lambda tag: (tag != "O", tag))
 
 
-def _opens_with_inside(previous: str, tag: str) -> bool:
-    """True for an I- tag that starts an entity: IOB1 does this, IOB2 never does."""
-    return tag.startswith("I-") and (previous[:2] not in ("B-", "I-") or previous[2:] != tag[2:])
-
-
-def convert_iob1_to_iob2(tags: Sequence[str]) -> list[str]:
-    """IOB1 (B- only between touching entities of one type) -> IOB2 (B- opens every entity)."""
-    converted, previous = [], "O"
-    for tag in tags:
-        converted.append("B-" + tag[2:] if _opens_with_inside(previous, tag) else tag)
-        previous = tag
-    return converted
-
-
 def detect_scheme(sentences: Sequence[Sentence]) -> str:
     """IOB1 if some entity opens with an I- tag (as in the original CoNLL-2003 files), else IOB2."""
     for sentence in sentences:
-        if any(_opens_with_inside(previous, tag)
+        if any(opens_with_inside(previous, tag)
                for previous, tag in zip(["O"] + sentence.tags, sentence.tags)):
             return "IOB1"
     return "IOB2"

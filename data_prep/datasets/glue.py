@@ -27,6 +27,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from core.task_names import canonical_key
 from data_prep.datasets import glue_tasks
 from data_prep.datasets.glue_tasks import Column, InputExample, SplitFile, TaskSpec
 from text.sentence_pairs import pack_ids
@@ -125,7 +126,7 @@ def get_processor(task_name: str, *, tsv_text_a_column: Column | None = None,
     Without `tsv_labels` (a list or a comma-separated string), the labels are
     the distinct training labels, sorted.
     """
-    key = glue_tasks.canonical_key(task_name)
+    key = canonical_key(task_name)
     if key == "tsv":
         return _tsv_processor(tsv_text_a_column, tsv_text_b_column, tsv_label_column,
                               tsv_labels, tsv_has_header)

@@ -142,15 +142,6 @@ TASKS: dict[str, TaskSpec] = {
     "ax": _mnli("AX", diagnostic_optional=False),
 }
 
-ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "diagnostic": "ax"}
-
-
-def canonical_key(task_name: str) -> str:
-    """The TASKS key for a task name in any case or alias ("SST2" -> "sst-2")."""
-    key = task_name.strip().lower().replace("_", "-")
-    return ALIASES.get(key, key)
-
-
 def layout_description(spec: TaskSpec) -> str:
     """The files a task's data folder must hold, for error messages."""
     files = [spec.train, *spec.dev.values(), *spec.test.values()]

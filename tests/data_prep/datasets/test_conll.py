@@ -5,9 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from data_prep.datasets.conll import (Sentence, build_windows, convert_iob1_to_iob2, detect_scheme,
-                                      label_list, predictions_to_tags, read_conll,
-                                      windows_to_arrays, write_conll_predictions)
+from data_prep.datasets.conll import (Sentence, build_windows, detect_scheme, label_list,
+                                      predictions_to_tags, read_conll, windows_to_arrays,
+                                      write_conll_predictions)
+from text.tag_schemes import convert_iob1_to_iob2
 from text.tokenization import FullTokenizer
 
 pytestmark = pytest.mark.assets

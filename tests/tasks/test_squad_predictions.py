@@ -10,8 +10,8 @@ import pytest
 from data_prep.corpora.assets import minilm_dir
 from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import InputFeatures, convert_examples_to_features
-from evaluation.squad_predictions import (RawResult, compute_predictions, get_final_text,
-                                          write_prediction_files)
+from tasks.squad_predictions import (RawResult, compute_predictions, get_final_text,
+                                     write_prediction_files)
 from text.tokenization import FullTokenizer
 
 pytestmark = pytest.mark.assets
