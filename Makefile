@@ -4,7 +4,7 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench real-check clean
+.PHONY: demo test test-fast bench real-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV_PY) -m pytest -q -n 2 --durations=15 tests
+
+# Unit tests only: nothing marked slow (no runner subprocess, no training of more than seconds).
+test-fast: $(STAMP)
+	$(VENV_PY) -m pytest -q -n 2 -m "not slow" tests
 
 # Benchmarks run peers (keras-hub, Hugging Face tokenizers) in their own environment.
 BENCH_VENV := .venv-bench
