@@ -26,8 +26,9 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 TIMEOUT_SECONDS = 10.0  # to connect, and the longest silence tolerated mid-transfer
 RESUME_ATTEMPTS = 3

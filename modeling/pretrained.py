@@ -29,6 +29,7 @@ import keras
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import BertEncoder
+from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
 CONFIG_FILES = ("bert_config.json", "config.json")
@@ -78,8 +79,8 @@ def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -
 
 
 def _candidate_folders(path: str | os.PathLike) -> list[Path]:
-    """The folder a checkpoint path stands for, then its parent (a run's `export/`)."""
-    path = Path(path)
+    """The folder a checkpoint path or model name stands for, then its parent (`export/`'s)."""
+    path = resolve(path)
     folder = path if path.is_dir() else path.parent
     return [folder, folder.parent]
 

@@ -27,7 +27,7 @@ class LoopbackServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802  (the name http.server calls)
+            def do_GET(self) -> None:
                 server._answer(self)
 
             def log_message(self, *args) -> None:
