@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from absl import logging
+
 TIMEOUT_SECONDS = 10.0  # to connect, and the longest silence tolerated mid-transfer
 RESUME_ATTEMPTS = 3
 _CHUNK = 1 << 20
@@ -81,6 +83,7 @@ def download(url: str, destination: str | os.PathLike, progress: IO[str] | None 
     with locked(destination):
         if destination.is_file():  # another process finished it while we waited
             return destination
+        logging.info("Downloading %s to %s", url, destination)
         total = None
         for attempt in range(attempts):
             before = _size(partial)
@@ -240,7 +243,8 @@ class _Progress:
 
     def __init__(self, name: str, start: int, total: int | None, stream: IO[str] | None):
         self.name, self.done, self.total, self.stream = name, start, total, stream
-        self.first, self.began, self.shown = start, time.monotonic(), 0.0
+        self.first, self.began, self.shown, self.done_shown = start, time.monotonic(), 0.0, -1
+        self.width = 0
         self.interactive = bool(stream and getattr(stream, "isatty", lambda: False)())
 
     def update(self, count: int) -> None:
@@ -249,7 +253,8 @@ class _Progress:
             self._show()
 
     def close(self) -> None:
-        self._show()
+        if self.done != self.done_shown:
+            self._show()
         if self.stream and self.interactive:
             self.stream.write("\n")
             self.stream.flush()
@@ -257,7 +262,7 @@ class _Progress:
     def _show(self) -> None:
         if self.stream is None:
             return
-        self.shown = time.monotonic()
+        self.shown, self.done_shown = time.monotonic(), self.done
         rate = (self.done - self.first) / max(self.shown - self.began, 1e-6)
         line = f"{self.name}: {_megabytes(self.done)}"
         if self.total:
@@ -266,7 +271,8 @@ class _Progress:
                      f"{_megabytes(rate)}/s, ETA {_duration(left)}")
         else:
             line += f", {_megabytes(rate)}/s"
-        self.stream.write(("\r" + line) if self.interactive else line + "\n")
+        self.width = max(self.width, len(line))  # blank out the end of a longer previous line
+        self.stream.write(("\r" + line.ljust(self.width)) if self.interactive else line + "\n")
         self.stream.flush()
 
 

@@ -7,7 +7,10 @@ pre-training or fine-tuning `--output_dir` with `bert_config.json` and
 `vocab.txt`, or its `export/` folder, whose config and vocabulary sit one
 level up). Which checkpoint a folder stands for is decided by
 `modeling.checkpoints`, so these functions only find the config and the
-vocabulary beside it and agree with the runners' `--init_checkpoint`.
+vocabulary beside it and agree with the runners' `--init_checkpoint`. A
+model name (`uncased_L-12_H-768_A-12`, `bert-base-uncased`, any Hugging
+Face `org/name`) stands for its folder in the download cache
+(`modeling.presets.resolve`); a local folder of that name comes first.
 
 Casing matters as much as the weights: an uncased model fed cased pieces
 sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
