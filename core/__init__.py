@@ -1,6 +1,7 @@
 """The ground floor: what every other package may import, and which imports none of them.
 
 `core.atomic` writes files and folders whole (temporary name, then rename),
+`core.downloads` fetches files into the cache folder, verified and resumable,
 and `core.framework` is the one place that knows Keras and TensorFlow
 internals.
 """

