@@ -216,11 +216,16 @@ def squad_datasets(squad_dir: str | None) -> tuple[Dataset, Dataset] | None:
 
 @dataclasses.dataclass(frozen=True)
 class Score:
-    """A cell: mean and standard deviation over seeds (as printed), and how it was chosen."""
+    """A cell: mean and standard deviation over seeds (as printed), and how it was chosen.
+
+    `values` are the seeds' own scores, kept so that a committed table can be
+    checked and redrawn without the cache that produced it.
+    """
     mean: float
     std: float
     count: int
     detail: str = ""
+    values: tuple[float, ...] = ()
 
 
 class Cell:
@@ -270,12 +275,13 @@ class MetricCell(Cell):
     def score(self, results: Mapping[str, dict]) -> Score:
         found = results[self.jobs[0].key]["eval_results"]
         metric = next(name for name in self.metrics if name in found)
-        return Score(found[metric] * (100 if self.percent else 1), math.nan, 1, metric)
+        value = found[metric] * (100 if self.percent else 1)
+        return Score(value, math.nan, 1, metric, (value,))
 
 
 def _summary(values: list[float], detail: str) -> Score:
     spread = statistics.stdev(values) if len(values) > 1 else math.nan
-    return Score(statistics.mean(values), spread, len(values), detail)
+    return Score(statistics.mean(values), spread, len(values), detail, tuple(values))
 
 
 @dataclasses.dataclass

@@ -20,7 +20,7 @@ import pytest
 
 from experiments import __main__ as driver
 from experiments import grid, jobs
-from experiments.report import whole_curve
+from experiments.summary import whole_curve
 from tests.fixtures import REPO
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,7 @@ def write_toy_data(root: Path, tagging: bool = True) -> grid.Datasets:
 
 def arguments(tmp_path: Path, table: str, seeds: int = 2) -> list[str]:
     return [f"--table={table}", f"--cache_dir={tmp_path / 'cache'}",
-            f"--output_dir={tmp_path / 'results'}", f"--seeds={seeds}", "--workers=1"]
+            f"--output_dir={tmp_path / 'results'}", f"--seeds={seeds}", "--workers=1", "--yes"]
 
 
 def run_driver(argv: list[str], runner, scale=TOY, datasets=None) -> Path:
