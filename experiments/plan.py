@@ -114,8 +114,9 @@ def confirm(ask: Callable[[str], str]) -> None:
     try:
         answer = ask("Proceed? [y/N] ")
     except EOFError:
-        raise Declined("no answer: standard input is not a terminal; pass --yes to run "
-                       "the plan without asking (nothing was started)") from None
+        print(flush=True)  # end the prompt's line before the error
+        raise Declined("no answer (standard input ended: not a terminal?); pass --yes to run "
+                       "the plan without asking. Nothing was started.") from None
     if answer.strip().lower() not in ("y", "yes"):
         raise Declined("not confirmed, nothing was started (answer y, or pass --yes)")
 
