@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from data_prep.corpora.assets import cache_dir
-from experiments import grid, jobs, plan, report, summary
+from experiments import grid, jobs, plan, report, scales, summary, tables
 
 PROGRAM = "python -m experiments"
 
@@ -36,7 +36,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "--output_dir from its committed results (<table>_<scale>.json).")
     parser.add_argument("--yes", action="store_true",
                         help="Start the plan's runs without asking for confirmation.")
-    parser.add_argument("--scale", default="cpu", choices=sorted(grid.SCALES),
+    parser.add_argument("--scale", default="cpu", choices=sorted(scales.SCALES),
                         help="Preset sizes: cpu (a few hours per table on 2 cores) or gpu.")
     parser.add_argument("--output_dir", default="experiments/results",
                         help="Where each table<N>_<scale>.md and its PNGs go.")
@@ -58,7 +58,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.table is None:
         if not args.report_only:
             parser.error("the following arguments are required: --table")
-        args.table = list(grid.TABLES)
+        args.table = list(tables.TABLES)
     if args.seeds < 1:
         parser.error(f"--seeds must be positive, got {args.seeds}")
     if args.workers < 1:
@@ -68,10 +68,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _tables(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in grid.TABLES]
+    unknown = [name for name in names if name not in tables.TABLES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"invalid choice: {(unknown or [text])[0]!r} (choose from {', '.join(grid.TABLES)})")
+            f"invalid choice: {(unknown or [text])[0]!r} (choose from {', '.join(tables.TABLES)})")
     return list(dict.fromkeys(names))
 
 
@@ -106,8 +106,8 @@ def report_only(args: argparse.Namespace) -> list[Path]:
 
 
 def run(args: argparse.Namespace, command: str,
-        runner: jobs.Runner = jobs.subprocess_runner, scale: grid.Scale | None = None,
-        datasets: grid.Datasets | None = None, ask: Callable[[str], str] = input) -> Path:
+        runner: jobs.Runner = jobs.subprocess_runner, scale: scales.Scale | None = None,
+        datasets: scales.Datasets | None = None, ask: Callable[[str], str] = input) -> Path:
     """Builds, runs and reports the tables; `scale` and `datasets` replace the presets (tests).
 
     Before the first run starts, the plan is printed and `ask` must answer
@@ -119,13 +119,13 @@ def run(args: argparse.Namespace, command: str,
     are asked for, and each table is written as soon as its own runs are
     done, not when the whole grid is. Returns the last table's path.
     """
-    scale = scale or grid.SCALES[args.scale]
+    scale = scale or scales.SCALES[args.scale]
     if args.cache_dir:
         cache_root = Path(args.cache_dir)
     else:
         cache_root = cache_dir() / "experiments"
     tasks = [task for task in args.glue_tasks.split(",") if task]
-    datasets = datasets or grid.default_datasets(scale, cache_root, args.glue_dir, tasks,
+    datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
                                                  args.squad_dir)
     builder = grid.GridBuilder(scale, datasets, args.seeds)
     tables = [builder.table(name) for name in args.table]

@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from core.atomic import atomic_path, write_atomically
-from experiments.grid import Score, Table
+from experiments.cells import Score, Table
 from experiments.summary import TableSummary, save, summarize
 
 NO_RESULT = "no result"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from core.atomic import write_atomically
-from experiments.grid import Score, Table
+from experiments.cells import Score, Table
 from experiments.jobs import Job, Output
 
 FORMAT = 1  # bumped when the file's fields change meaning

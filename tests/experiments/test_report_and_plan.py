@@ -14,7 +14,7 @@ from absl.testing import parameterized
 from matplotlib.container import ErrorbarContainer
 
 from experiments import __main__ as driver
-from experiments import grid, jobs, plan, report, summary
+from experiments import cells, grid, jobs, plan, report, scales, summary, tables
 from tests.experiments.test_experiments import TOY, FakeRunner, arguments, write_toy_data
 from tests.fixtures import REPO
 
@@ -27,11 +27,11 @@ def no_runs(*_, **__):
 
 def toy_summary(figure: bool = False) -> summary.TableSummary:
     """Two rows, a paper column, a missing cell and a not-applicable one, and a loss curve."""
-    rows = [summary.RowSummary("first", {"sentiment": grid.Score(61.0, 2.0, 3, "lr 0.001",
+    rows = [summary.RowSummary("first", {"sentiment": cells.Score(61.0, 2.0, 3, "lr 0.001",
                                                                  (59.0, 61.0, 63.0)),
                                          "tagging": None},
                                {"sentiment": 92.7}, series="A", step=1),
-            summary.RowSummary("second", {"tagging": grid.Score(80.0, 1.0, 3, "lr 0.001")},
+            summary.RowSummary("second", {"tagging": cells.Score(80.0, 1.0, 3, "lr 0.001")},
                                {"sentiment": 92.1}, series="A", step=2)]
     return summary.TableSummary("5", "Toy", "toy", 3, "python -m experiments --table=5",
                                 ["sentiment", "tagging"], {"sentiment": "SST-2"}, ["A note."],
@@ -42,7 +42,7 @@ class ReportOnlyTest(tf.test.TestCase):
 
     def render_only(self, argv):
         output = io.StringIO()
-        with mock.patch.dict(grid.SCALES, {"toy": TOY}), \
+        with mock.patch.dict(scales.SCALES, {"toy": TOY}), \
                 mock.patch.object(jobs, "run_grid", no_runs), \
                 mock.patch.object(jobs, "run_job", no_runs), \
                 mock.patch.object(driver, "run", no_runs), contextlib.redirect_stdout(output):
@@ -52,10 +52,10 @@ class ReportOnlyTest(tf.test.TestCase):
     def test_committed_results_render_to_the_committed_tables_without_a_run(self):
         folder = Path(self.get_temp_dir()) / "committed"
         shutil.copytree(COMMITTED, folder)
-        for name in grid.TABLES:  # the loss plots stay: these summaries have no curves
+        for name in tables.TABLES:  # the loss plots stay: these summaries have no curves
             (folder / f"{summary.file_stem(name, 'cpu')}.png").unlink()
         printed = self.render_only([f"--output_dir={folder}"])
-        for name in grid.TABLES:
+        for name in tables.TABLES:
             stem = summary.file_stem(name, "cpu")
             self.assertEqual((folder / f"{stem}.md").read_text(encoding="utf-8"),
                              (COMMITTED / f"{stem}.md").read_text(encoding="utf-8"))
@@ -116,8 +116,8 @@ class PlanPromptTest(tf.test.TestCase):
     def main(self, argv, stdin=""):
         """driver.main on the toy scale and data, with `stdin` as standard input."""
         output, errors = io.StringIO(), io.StringIO()
-        with mock.patch.dict(grid.SCALES, {"toy": TOY}), \
-                mock.patch.object(grid, "default_datasets", return_value=self.datasets), \
+        with mock.patch.dict(scales.SCALES, {"toy": TOY}), \
+                mock.patch.object(scales, "default_datasets", return_value=self.datasets), \
                 mock.patch.object(sys, "stdin", io.StringIO(stdin)), \
                 mock.patch.object(jobs, "run_grid", no_runs), \
                 contextlib.redirect_stdout(output), contextlib.redirect_stderr(errors):
@@ -252,7 +252,7 @@ class PlotTest(parameterized.TestCase, tf.test.TestCase):
 
     def test_not_a_number_is_stored_as_null_and_read_back(self):
         table = toy_summary()
-        table.rows[1].scores["sentiment"] = grid.Score(math.nan, math.nan, 0, "every run diverged")
+        table.rows[1].scores["sentiment"] = cells.Score(math.nan, math.nan, 0, "every run diverged")
         path = Path(self.get_temp_dir()) / "nan.json"
         summary.save(table, path)
         self.assertIn('"mean": null', path.read_text(encoding="utf-8"))
