@@ -18,6 +18,7 @@ from pathlib import Path
 # Figures are drawn without pyplot, so no display backend or global figure state is involved.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from core.atomic import atomic_path, write_atomically
 from experiments.cells import Score, Table
@@ -132,6 +133,7 @@ def _draw_series(axis: Axes, summary: TableSummary, column: str) -> None:
                           yerr=[_spread(score) for score in scores], marker="o", capsize=3,
                           label=f"{series} (ours)")
     axis.set_xlabel(summary.x_label)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and blocks are whole
 
 
 def _draw_rows(axis: Axes, summary: TableSummary, column: str) -> None:
@@ -145,8 +147,10 @@ def _draw_rows(axis: Axes, summary: TableSummary, column: str) -> None:
             paper.append((index, row.paper[column]))
     if ours:
         positions, means, spreads = zip(*ours)
+        seeded = any(row.scores.get(column) and row.scores[column].count > 1
+                     for row in summary.rows)
         axis.errorbar(positions, means, yerr=spreads, fmt="o", capsize=4,
-                      label="ours (mean ± s.d.)")
+                      label="ours (mean ± s.d.)" if seeded else "ours (one run each)")
     if paper:
         axis.plot(*zip(*paper), **PAPER_STYLE,
                   label=f"paper: {summary.paper_columns.get(column, column)}")
