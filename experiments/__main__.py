@@ -39,7 +39,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale", default="cpu", choices=sorted(scales.SCALES),
                         help="Preset sizes: cpu (a few hours per table on 2 cores) or gpu.")
     parser.add_argument("--output_dir", default="experiments/results",
-                        help="Where each table<N>_<scale>.md and its PNGs go.")
+                        help="Where each table<N>_<scale>.md, its PNGs and its results "
+                             "(.json, which --report_only reads) go.")
     parser.add_argument("--cache_dir", default=None,
                         help="Runs and their results (default: <BERT_CACHE_DIR>/experiments).")
     parser.add_argument("--seeds", type=int, default=3,
