@@ -89,13 +89,13 @@ def summarize(table: Table, results: Mapping[str, dict], scale: str, seeds: int,
             elif all(job.key in results for job in cell.jobs):
                 scores[column] = cell.score(results)
         rows.append(RowSummary(row.name, scores, dict(row.paper), row.series, row.step))
-    curves = {}
+    curves, drawn = {}, set()
     for row in table.rows:
         job = row.pretraining
-        label = row.series or row.name
-        if job is not None and label not in curves and job.key in results \
-                and results[job.key].get("train_loss"):
-            curves[label] = whole_curve(job, results)
+        if job is not None and job.key not in drawn and results.get(job.key, {}).get(
+                "train_loss"):
+            curves[row.series or row.name] = whole_curve(job, results)
+            drawn.add(job.key)
     return TableSummary(table.name, table.title, scale, seeds, command, list(table.columns),
                         dict(table.paper_columns), list(table.notes), rows, table.figure,
                         table.x_label, curves)
