@@ -15,21 +15,19 @@ from typing import Callable, Sequence
 
 from experiments.jobs import Cache, Job
 
-# Seconds per run on an otherwise idle 2-core CPU, per unit of `_work` (a
-# pre-training's training step, or one whole run). Rough figures, rounded up
-# from `make demo`, which pre-trains the cpu scale's L2/H128 model for 4,900
-# steps and fine-tunes it 24 times in 817 s of CPU time: they say whether a
-# grid takes minutes or hours. Each finished run records its own time, and
-# the plan uses those instead as soon as the cache holds one of the kind.
+# Seconds per unit of `_work` (a pre-training's training step, or one whole
+# run) on a 2-core CPU, by scale. Rough, and on the high side: `make demo`
+# pre-trains the cpu scale's L2/H128 model for 4,900 steps and fine-tunes it
+# 24 times in 817 s of CPU time on an idle machine, while the committed cpu
+# tables took a few hours each on a shared one. They tell minutes from hours;
+# each finished run records its own time, and the plan uses those instead as
+# soon as the cache holds a run of the kind. The gpu scale has no constants:
+# nothing here measured it, so its plan gives no estimate until runs have.
 RUN_SECONDS = {
     "cpu": {"data_prep.vocab": 120, "data_prep.create_pretraining_data": 180,
             "run_pretraining.py (training)": 0.3, "run_pretraining.py (evaluation)": 60,
             "run_classifier.py": 600, "run_ner.py": 180, "run_ner.py (feature-based)": 240,
             "run_squad.py": 1800},
-    "gpu": {"data_prep.vocab": 300, "data_prep.create_pretraining_data": 900,
-            "run_pretraining.py (training)": 0.15, "run_pretraining.py (evaluation)": 120,
-            "run_classifier.py": 900, "run_ner.py": 300, "run_ner.py (feature-based)": 300,
-            "run_squad.py": 3600},
 }
 
 
