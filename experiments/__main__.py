@@ -2,10 +2,12 @@
 
     python -m experiments --table=5 --scale=cpu
     python -m experiments --table=5,7,8,fig5 --scale=cpu   # one grid; shared runs run once
+    python -m experiments --report_only                    # redraw the committed results
 
 Every pre-training and fine-tuning is a run of the project's own tools,
 cached under a hash of its settings in `--cache_dir`: an interrupted grid
-continues where it stopped, and a finished one re-prints at once.
+continues where it stopped, and a finished one re-prints at once. Before
+starting any run the driver prints the plan and asks (`--yes` does not).
 """
 
 from __future__ import annotations
@@ -14,24 +16,31 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from data_prep.corpora.assets import cache_dir
-from experiments import grid, jobs, report
+from experiments import grid, jobs, plan, report, scales, summary, tables
 
 PROGRAM = "python -m experiments"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table", required=True, type=_tables,
+    parser.add_argument("--table", type=_tables,
                         help="The paper's Table 5, 6, 7, 8, the training-steps figure (fig5), "
                              "or GPT's layers-transferred curve (gpt_layers); several, "
-                             "comma-separated, run as one grid.")
-    parser.add_argument("--scale", default="cpu", choices=sorted(grid.SCALES),
+                             "comma-separated, run as one grid. Required, except with "
+                             "--report_only (default: all).")
+    parser.add_argument("--report_only", action="store_true",
+                        help="Run nothing: redraw each table's markdown and plots in "
+                             "--output_dir from its committed results (<table>_<scale>.json).")
+    parser.add_argument("--yes", action="store_true",
+                        help="Start the plan's runs without asking for confirmation.")
+    parser.add_argument("--scale", default="cpu", choices=sorted(scales.SCALES),
                         help="Preset sizes: cpu (a few hours per table on 2 cores) or gpu.")
     parser.add_argument("--output_dir", default="experiments/results",
-                        help="Where each table<N>_<scale>.md and its PNGs go.")
+                        help="Where each table<N>_<scale>.md, its PNGs and its results "
+                             "(.json, which --report_only reads) go.")
     parser.add_argument("--cache_dir", default=None,
                         help="Runs and their results (default: <BERT_CACHE_DIR>/experiments).")
     parser.add_argument("--seeds", type=int, default=3,
@@ -47,6 +56,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2,
                         help="Runs side by side when their inputs are ready.")
     args = parser.parse_args(argv)
+    if args.table is None:
+        if not args.report_only:
+            parser.error("the following arguments are required: --table")
+        args.table = list(tables.TABLES)
     if args.seeds < 1:
         parser.error(f"--seeds must be positive, got {args.seeds}")
     if args.workers < 1:
@@ -56,17 +69,50 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _tables(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in grid.TABLES]
+    unknown = [name for name in names if name not in tables.TABLES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"invalid choice: {(unknown or [text])[0]!r} (choose from {', '.join(grid.TABLES)})")
+            f"invalid choice: {(unknown or [text])[0]!r} (choose from {', '.join(tables.TABLES)})")
     return list(dict.fromkeys(names))
 
 
+def report_only(args: argparse.Namespace) -> list[Path]:
+    """Redraws each asked table from `<output_dir>/<stem>.json`; returns the markdown paths.
+
+    A table without a summary is named and skipped; it is an error only when
+    none of the tables asked for has one.
+    """
+    written = []
+    for name in args.table:
+        path = Path(args.output_dir) / f"{summary.file_stem(name, args.scale)}.json"
+        if not path.is_file():
+            print(f"{summary.heading(name)} ({args.scale}): no committed results, "
+                  f"{path} does not exist; nothing drawn", flush=True)
+            continue
+        table = summary.load(path)
+        rendering = report.render(table, args.output_dir)
+        print(rendering.markdown.read_text(encoding="utf-8"))
+        print("Wrote " + ", ".join(str(file) for file in (rendering.markdown, *rendering.drawn)))
+        for kept in rendering.kept:
+            print(f"Kept {kept} as committed: {path.name} holds no loss curves to redraw it")
+        missing = table.missing()
+        print(f"{table.heading}: {len(missing)} cell(s) without a result"
+              + "".join(f"\n  no result: {row} / {column}" for row, column in missing),
+              flush=True)
+        written.append(rendering.markdown)
+    if not written:
+        raise ValueError(f"{args.output_dir} holds no results of --table="
+                         f"{','.join(args.table)} at --scale={args.scale}")
+    return written
+
+
 def run(args: argparse.Namespace, command: str,
-        runner: jobs.Runner = jobs.subprocess_runner, scale: grid.Scale | None = None,
-        datasets: grid.Datasets | None = None) -> Path:
+        runner: jobs.Runner = jobs.subprocess_runner, scale: scales.Scale | None = None,
+        datasets: scales.Datasets | None = None, ask: Callable[[str], str] = input) -> Path:
     """Builds, runs and reports the tables; `scale` and `datasets` replace the presets (tests).
+
+    Before the first run starts, the plan is printed and `ask` must answer
+    yes, unless `--yes` is given or every run is cached.
 
     The tables' runs form one grid, so a run two tables share (Table 8's
     80/10/10 row is Table 5's BERT) runs once, and runs of different tables
@@ -74,13 +120,13 @@ def run(args: argparse.Namespace, command: str,
     are asked for, and each table is written as soon as its own runs are
     done, not when the whole grid is. Returns the last table's path.
     """
-    scale = scale or grid.SCALES[args.scale]
+    scale = scale or scales.SCALES[args.scale]
     if args.cache_dir:
         cache_root = Path(args.cache_dir)
     else:
         cache_root = cache_dir() / "experiments"
     tasks = [task for task in args.glue_tasks.split(",") if task]
-    datasets = datasets or grid.default_datasets(scale, cache_root, args.glue_dir, tasks,
+    datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
                                                  args.squad_dir)
     builder = grid.GridBuilder(scale, datasets, args.seeds)
     tables = [builder.table(name) for name in args.table]
@@ -101,8 +147,16 @@ def run(args: argparse.Namespace, command: str,
     for index, table in enumerate(tables):
         for job in jobs.all_jobs(table.jobs):
             first_table.setdefault(job.key, index)
-    jobs.run_grid([job for table in tables for job in table.jobs], jobs.Cache(cache_root),
-                  runner, args.workers, write_finished, lambda job: first_table[job.key])
+    every = [job for table in tables for job in table.jobs]
+    cache = jobs.Cache(cache_root)
+    to_do = plan.make_plan(jobs.all_jobs(every), cache, scale.name)
+    print(f"Plan: {', '.join(summary.heading(table.name) for table in tables)} at "
+          f"{scale.name} scale, "
+          f"{args.seeds} seed(s), cache {cache_root}\n{to_do.describe(scale.name)}", flush=True)
+    if to_do.to_run and not args.yes:
+        plan.confirm(ask)
+    jobs.run_grid(every, cache, runner, args.workers, write_finished,
+                  lambda job: first_table[job.key])
     return written[tables[-1].name]
 
 
@@ -110,8 +164,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     try:
-        run(args, shlex.join([*PROGRAM.split(), *argv]))
-    except (ValueError, OSError, jobs.JobFailed) as error:
+        if args.report_only:
+            report_only(args)
+        else:
+            # --yes changes no result, so the command a table names leaves it out.
+            run(args, shlex.join([*PROGRAM.split(), *(a for a in argv if a != "--yes")]))
+    except (ValueError, OSError, jobs.JobFailed, plan.Declined) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         sys.exit(1)
 

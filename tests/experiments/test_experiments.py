@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from experiments import __main__ as driver
-from experiments import grid, jobs
-from experiments.report import whole_curve
+from experiments import grid, jobs, scales, tables
+from experiments.summary import whole_curve
 from tests.fixtures import REPO
 
 pytestmark = pytest.mark.slow
@@ -28,9 +28,9 @@ pytestmark = pytest.mark.slow
 WORDS = ("the cat dog runs walks fast slow red blue green house tree river sun moon sees likes "
          "old new big small man woman child eats reads book").split()
 
-ONE_PHASE = (grid.Phase(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1, steps=2,
-                        warmup=1, batch=8, learning_rate=1e-3),)
-TOY = grid.Scale(
+ONE_PHASE = (scales.Phase(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1, steps=2,
+                          warmup=1, batch=8, learning_rate=1e-3),)
+TOY = scales.Scale(
     name="toy", vocab_size=1100, phases=ONE_PHASE,
     base_model=(2, 32), table6_models=((1, 32),), figure_steps=(1, 2),
     learning_rates=(1e-3, 3e-3),
@@ -41,7 +41,7 @@ TOY = grid.Scale(
     sentiment_train_examples=None, max_eval_steps=2, jit_compile=False)
 
 
-def write_toy_data(root: Path, tagging: bool = True) -> grid.Datasets:
+def write_toy_data(root: Path, tagging: bool = True) -> scales.Datasets:
     """A corpus of random sentences, a 16-line sentiment task and a 3-sentence tagging task."""
     root.mkdir(parents=True, exist_ok=True)
     generator = random.Random(0)
@@ -56,7 +56,7 @@ def write_toy_data(root: Path, tagging: bool = True) -> grid.Datasets:
         rows = [f"{(good if i % 2 else bad)[i // 2 % 2]}\t{i % 2}" for i in range(count)]
         (sentiment / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n",
                                                encoding="utf-8")
-    datasets = grid.Datasets(jobs.Dataset("corpus", (root / "corpus.txt",)),
+    datasets = scales.Datasets(jobs.Dataset("corpus", (root / "corpus.txt",)),
                              jobs.Dataset("sentiment", (sentiment,)))
     if not tagging:
         return datasets
@@ -70,7 +70,7 @@ def write_toy_data(root: Path, tagging: bool = True) -> grid.Datasets:
 
 def arguments(tmp_path: Path, table: str, seeds: int = 2) -> list[str]:
     return [f"--table={table}", f"--cache_dir={tmp_path / 'cache'}",
-            f"--output_dir={tmp_path / 'results'}", f"--seeds={seeds}", "--workers=1"]
+            f"--output_dir={tmp_path / 'results'}", f"--seeds={seeds}", "--workers=1", "--yes"]
 
 
 def run_driver(argv: list[str], runner, scale=TOY, datasets=None) -> Path:
@@ -315,7 +315,7 @@ def test_missing_glue_folder_is_one_clear_error(tmp_path, capsys, monkeypatch):
     def no_fetching():
         raise AssertionError("fetched the corpus before checking --glue_dir")
 
-    monkeypatch.setattr(grid, "pretraining_corpus_files", no_fetching)
+    monkeypatch.setattr(scales, "pretraining_corpus_files", no_fetching)
     with pytest.raises(SystemExit) as exit_info:
         driver.main(["--table=5", f"--cache_dir={tmp_path}",
                      f"--glue_dir={tmp_path / 'nowhere'}"])
@@ -328,7 +328,7 @@ def test_missing_glue_folder_is_one_clear_error(tmp_path, capsys, monkeypatch):
 def test_glue_folders_become_columns(tmp_path):
     (tmp_path / "glue" / "MRPC").mkdir(parents=True)
     (tmp_path / "glue" / "MRPC" / "train.tsv").write_text("x\n")
-    found = grid.glue_datasets(str(tmp_path / "glue"), [])
+    found = scales.glue_datasets(str(tmp_path / "glue"), [])
     assert [task for task, _ in found] == ["MRPC"]
     datasets = dataclasses.replace(write_toy_data(tmp_path / "data"), glue=found)
     table = grid.GridBuilder(TOY, datasets, 1).table("5")
@@ -340,18 +340,18 @@ def test_glue_folders_become_columns(tmp_path):
     assert "both_orders" not in ltr.cells["sentiment"].jobs[0].settings
     assert "both_orders" not in table.rows[0].cells["MRPC"].jobs[0].settings
     with pytest.raises(OSError, match="has no QNLI/ folder"):
-        grid.glue_datasets(str(tmp_path / "glue"), ["QNLI"])
+        scales.glue_datasets(str(tmp_path / "glue"), ["QNLI"])
 
 
 def test_squad_folder_adds_a_column_for_every_row(tmp_path):
     squad = tmp_path / "squad"
     squad.mkdir()
     with pytest.raises(OSError, match="has no train-v1.1.json"):
-        grid.squad_datasets(str(squad))
-    for name in grid.SQUAD_FILES:
+        scales.squad_datasets(str(squad))
+    for name in scales.SQUAD_FILES:
         (squad / name).write_text('{"data": []}')
     datasets = dataclasses.replace(write_toy_data(tmp_path / "data", tagging=False),
-                                   squad=grid.squad_datasets(str(squad)))
+                                   squad=scales.squad_datasets(str(squad)))
     runner = FakeRunner()
     report = run_driver(arguments(tmp_path, "5"), runner, datasets=datasets)
     squad_runs = [call for call in runner.calls if call[0] == "run_squad.py"]
@@ -386,8 +386,8 @@ def test_a_failing_tool_is_one_line_naming_its_log(tmp_path):
 
 def test_two_phases_chain_and_the_figure_reads_the_first(tmp_path):
     """Phase 2 reads its own records and starts from phase 1's output folder."""
-    second = grid.Phase(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, steps=2,
-                        warmup=1, batch=4, learning_rate=5e-4)
+    second = scales.Phase(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, steps=2,
+                          warmup=1, batch=4, learning_rate=5e-4)
     scale = dataclasses.replace(TOY, phases=(*ONE_PHASE, second))
     datasets = write_toy_data(tmp_path / "data", tagging=False)
     runner = FakeRunner()
@@ -493,13 +493,13 @@ def test_feature_based_runs_read_only_layers_the_model_has(tmp_path):
     four = dataclasses.replace(TOY, feature_model=(4, 32))
     runs = feature_runs(four, "7")
     assert {run.inputs["init_checkpoint"].job.model["num_hidden_layers"] for run in runs} == {4}
-    assert {run.settings["feature_layers"] for run in runs} == set(grid.FEATURE_LAYERS)
+    assert {run.settings["feature_layers"] for run in runs} == set(tables.FEATURE_LAYERS)
     # Table 8's feature-based column: the paper's last four when the base model has them.
     assert {run.settings["feature_layers"] for run in feature_runs(TOY, "8")} == {"sum_all"}
     deeper = dataclasses.replace(TOY, base_model=(4, 32))
     assert {run.settings["feature_layers"] for run in feature_runs(deeper, "8")} == {
         "concat_last_four"}
-    assert grid.SCALES["cpu"].feature_model[0] >= 4
+    assert scales.SCALES["cpu"].feature_model[0] >= 4
 
 
 def test_runs_that_others_wait_on_start_first(tmp_path):
