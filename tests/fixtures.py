@@ -49,3 +49,15 @@ def write_pretraining_records(path: Path, count: int, max_seq_length: int = 32,
             example = tf.train.Example(features=tf.train.Features(feature=features))
             writer.write(example.SerializeToString())
     return path
+
+
+def event_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """The (step, value) points of each scalar TensorBoard would plot from `folder`."""
+    scalars = {}
+    for path in sorted(Path(folder).glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(
+                    (event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars

@@ -87,9 +87,10 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
     """Fine-tunes `model` on `arrays` for `optimization`'s epochs; returns the updates made.
 
     The schedule is the paper's. Checkpoints and TensorBoard's `logs/train`
-    go to `output_dir`, a sweep run's own folder. `seed` orders the data. A run killed at any point and started again
-    resumes from its newest checkpoint in `output_dir/checkpoint_name` and
-    ends with the same weights. Raises `loop.TrainingDiverged` (a
+    go to `output_dir`, a sweep run's own folder. `seed` orders the data. A
+    run killed at any point and started again resumes from its newest
+    checkpoint in `output_dir/checkpoint_name` and ends with the same
+    weights. Raises `loop.TrainingDiverged` (a
     ValueError) when the loss or gradients stop being finite, so a sweep
     can skip that rate and a lone run exits with the step and checkpoint.
     """
