@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, write_tiny_config
+from tests.fixtures import REPO, event_scalars, write_tiny_config
 from tests.training.test_training_faults import checkpoint_values, run_killed
 
 pytestmark = pytest.mark.slow
@@ -63,6 +63,11 @@ def test_sst2_learns_and_writes_everything(sst2, tmp_path):
     assert results["eval_accuracy"] >= 0.9
     table = (tmp_path / "sweep_results.tsv").read_text().splitlines()
     assert len(table) == 3 and sum(line.endswith("*") for line in table) == 1
+    for run in ("lr0.002_restart0", "lr0.001_restart0"):  # each sweep run's dev scores
+        scalars = event_scalars(tmp_path / "runs" / run / "logs" / "eval")
+        assert set(scalars) == {"eval_accuracy", "eval_score"}
+        assert scalars["eval_accuracy"][0][0] == event_scalars(
+            tmp_path / "runs" / run / "logs" / "train")["loss"][-1][0]
     submission = (tmp_path / "submission" / "SST-2.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == 11
     assert {line.split("\t")[1] for line in submission[1:]} <= {"0", "1"}

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, write_tiny_config
+from tests.fixtures import REPO, event_scalars, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +102,8 @@ def test_fine_tuning_learns_the_training_set(assets, tmp_path):
             "test_recall", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG"} <= set(results)
     assert results["test_f1"] > 0.6  # test.txt is the training file
     assert results["eval_f1"] > 0.3
+    scalars = event_scalars(tmp_path / "logs" / "eval")
+    assert {key: values[-1][1] for key, values in scalars.items()} == pytest.approx(results)
     lines = (tmp_path / "test_predictions.txt").read_text().splitlines()
     train = (assets / "data" / "train.txt").read_text().splitlines()
     gold = [line.split()[::3] for line in train if line and not line.startswith("-DOCSTART-")]

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, write_tiny_config
+from tests.fixtures import REPO, event_scalars, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -134,6 +134,9 @@ def test_v1_learns_the_training_questions(assets, tmp_path):
     results = read_eval_results(tmp_path / "eval_results.txt")
     assert set(results) == {"exact_match", "f1"}
     assert json.loads(result.stdout) == pytest.approx(results)
+    scalars = event_scalars(tmp_path / "logs" / "eval")  # at the last training step
+    assert {key: values[-1][1] for key, values in scalars.items()} == pytest.approx(results)
+    assert scalars["f1"][-1][0] == event_scalars(tmp_path / "logs" / "train")["loss"][-1][0]
     # An untrained model's spans score about 20 here; memorized ones match most answers.
     assert results["f1"] >= 60.0, predictions
     for name in ("model.ckpt.index", "bert_config.json", "vocab.txt"):
