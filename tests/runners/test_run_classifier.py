@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, event_scalars, write_tiny_config
+from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
 from tests.training.test_training_faults import checkpoint_values, run_killed
 
 pytestmark = pytest.mark.slow
@@ -45,15 +45,26 @@ def sst2(tmp_path_factory):
     return folder
 
 
-def _run(folder, output, task="SST-2", data_dir=None, **flags):
+def _arguments(folder, output, task="SST-2", data_dir=None, **flags) -> dict:
     arguments = {"task_name": task, "data_dir": data_dir or folder / task,
                  "vocab_file": folder / "vocab.txt", "bert_config_file": folder /
                  "bert_config.json", "output_dir": output, "do_train": True, "do_eval": True,
                  "do_predict": True, "max_seq_length": 16, "train_batch_size": 8,
                  "num_train_epochs": 8, "learning_rate": 2e-3, "log_every": 100}
     arguments.update(flags)
+    return arguments
+
+
+def _run(folder, output, **flags):
+    arguments = _arguments(folder, output, **flags)
     command = [sys.executable, SCRIPT] + [f"--{key}={value}" for key, value in arguments.items()]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def _refused(folder, output, message, **flags) -> None:
+    """The run stops, in-process, with the error its entry point prints."""
+    with pytest.raises((ValueError, OSError), match=re.escape(message)):
+        run_main("run_classifier.py", _arguments(folder, output, **flags))
 
 
 def test_sst2_learns_and_writes_everything(sst2, tmp_path):
@@ -120,10 +131,8 @@ def test_causal_pairs_in_both_orders_train_and_serve(sst2, tmp_path):
     np.testing.assert_allclose(forward["probabilities"].numpy(),
                                backward["probabilities"].numpy(), atol=1e-5)
 
-    refused = _run(sst2, tmp_path / "refused", **{**pairs, "causal": False})
-    assert refused.returncode == 1 and "--both_orders" in refused.stderr
-    single = _run(sst2, tmp_path / "single", causal=True, both_orders=True)
-    assert single.returncode == 1 and "need text pairs" in single.stderr
+    _refused(sst2, tmp_path / "refused", "--both_orders", **{**pairs, "causal": False})
+    _refused(sst2, tmp_path / "single", "need text pairs", causal=True, both_orders=True)
     assert not (tmp_path / "single" / "eval_results.txt").exists()
 
 
@@ -145,9 +154,7 @@ def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(sst2, tmp
     ({"max_seq_length": 1000}, "max_position_embeddings"),
 ])
 def test_bad_inputs(sst2, tmp_path, flags, message):
-    result = _run(sst2, tmp_path, **flags)
-    assert result.returncode == 1
-    assert message in result.stderr
+    _refused(sst2, tmp_path, message, **flags)
 
 
 def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(sst2, tmp_path):
@@ -165,11 +172,12 @@ def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(sst2, tmp_path):
 
 
 def test_sweep_where_every_run_diverges_fails(sst2, tmp_path):
-    result = _run(sst2, tmp_path, learning_rates="1e6,2e6", num_train_epochs=2,
-                  do_predict=False, export_saved_model=False)
-    assert result.returncode == 1
-    error = result.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(r"run_classifier\.py: error: every run of the sweep diverged: "
+    with pytest.raises(ValueError) as refused:
+        run_main("run_classifier.py", _arguments(sst2, tmp_path, learning_rates="1e6,2e6",
+                                                 num_train_epochs=2, do_predict=False,
+                                                 export_saved_model=False))
+    error = str(refused.value)
+    assert re.fullmatch(r"every run of the sweep diverged: "
                         r"1e\+06 \(restart 0\) diverged at step \d+, 2e\+06 \(restart 0\) "
                         r"diverged at step \d+; see .*sweep_results\.tsv and pass lower "
                         r"--learning_rates", error), error
