@@ -1,4 +1,4 @@
-"""TensorFlow's C++ start-up lines, hidden unless `--tf_cpp_log` asks for them.
+"""TensorFlow's C++ start-up lines and its own info logs, hidden unless `--tf_cpp_log`.
 
 Importing TensorFlow prints a dozen lines a user can do nothing about (the
 oneDNN notice, "Could not find cuda drivers", CPU instruction sets, absl's
@@ -8,36 +8,33 @@ Most of them are written before TensorFlow reads `TF_CPP_MIN_LOG_LEVEL`,
 so the variable alone does not hide them: TensorFlow is imported and its
 devices listed here with the process's stderr held aside, which is
 dropped when that succeeds and written out when it fails. Later C++ info
-and warnings are hidden by `TF_CPP_MIN_LOG_LEVEL=2`; errors still show.
+and warnings are hidden by `TF_CPP_MIN_LOG_LEVEL=2` (errors still show),
+and so are the info lines of TensorFlow's Python side ("Sharding callback
+duration", "Assets written to"), which would sit between the runner's own.
 
-It works only before anything imports TensorFlow, so the runners import
-this module first of all. A user who set `TF_CPP_MIN_LOG_LEVEL`, or passed
-`--tf_cpp_log`, sees everything as TensorFlow prints it.
+It works only before anything imports TensorFlow: `cli.runner_flags`
+imports it before anything else of ours. `--tf_cpp_log`, or
+`TF_CPP_MIN_LOG_LEVEL=0`, leaves TensorFlow to print everything; another
+value of that variable is obeyed for the lines it governs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import tempfile
 from typing import Iterator, Sequence
 
-from absl import flags
+from absl import logging as absl_logging
 
-FLAG = "tf_cpp_log"
+FLAG = "tf_cpp_log"  # defined with the runners' flags, read here before absl parses them
 _TRUE = ("true", "t", "1", "yes", "y")
 
 
-def define_flags(flag_values: flags.FlagValues) -> None:
-    """`--tf_cpp_log`, read from the command line before absl parses it (see `asked_for`)."""
-    flags.DEFINE_bool(FLAG, False, "Show TensorFlow's C++ start-up and info messages (hidden "
-                      "by default; TF_CPP_MIN_LOG_LEVEL, when set, is obeyed as is).",
-                      flag_values=flag_values)
-
-
 def asked_for(argv: Sequence[str]) -> bool:
-    """Whether the command line turns `--tf_cpp_log` on; as in absl, the last mention wins."""
+    """Whether `argv` turns `--tf_cpp_log` on, as absl will parse it: the last mention wins."""
     wanted = False
     for argument in argv[1:]:
         if argument == "--":
@@ -70,15 +67,29 @@ def _stderr_held() -> Iterator[None]:
 
 
 def quiet_tensorflow_start_up(argv: Sequence[str] = sys.argv) -> bool:
-    """Starts TensorFlow without its C++ start-up lines; False when left as the user wants."""
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or asked_for(argv) or "tensorflow" in sys.modules:
+    """Starts TensorFlow without its start-up lines; False when left as the user wants."""
+    if (os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0" or asked_for(argv)
+            or "tensorflow" in sys.modules):
         return False
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with _stderr_held():
         import tensorflow as tf
 
         tf.config.list_physical_devices()
+    tf.get_logger().setLevel(logging.WARNING)  # TensorFlow's own logger, with its own handler
+    absl_logging.get_absl_handler().addFilter(_WarningsOnlyFrom(os.path.dirname(tf.__file__)))
     return True
+
+
+class _WarningsOnlyFrom(logging.Filter):
+    """Drops the info lines logged by the Python modules under `folder`."""
+
+    def __init__(self, folder: str):
+        super().__init__()
+        self.folder = os.path.join(folder, "")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not record.pathname.startswith(self.folder)
 
 
 quiet_tensorflow_start_up()

@@ -41,8 +41,8 @@ def define_model_flags(flag_values: flags.FlagValues, lower_case: bool = True) -
         flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models; "
                           "default: as --init_checkpoint's model was trained, else true).",
                           **into)
-    flags.DEFINE_bool(quiet_start.FLAG, False, "Show TensorFlow's C++ start-up and info "
-                      "messages (hidden unless TF_CPP_MIN_LOG_LEVEL is set).", **into)
+    flags.DEFINE_bool(quiet_start.FLAG, False, "Show TensorFlow's C++ start-up lines and "
+                      "its info logs (hidden unless TF_CPP_MIN_LOG_LEVEL=0).", **into)
 
 
 def define_training_flags(flag_values: flags.FlagValues, max_seq_length: int,
