@@ -172,12 +172,11 @@ def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(sst2, tmp_path):
 
 
 def test_sweep_where_every_run_diverges_fails(sst2, tmp_path):
-    with pytest.raises(ValueError) as refused:
-        run_main("run_classifier.py", _arguments(sst2, tmp_path, learning_rates="1e6,2e6",
-                                                 num_train_epochs=2, do_predict=False,
-                                                 export_saved_model=False))
-    error = str(refused.value)
-    assert re.fullmatch(r"every run of the sweep diverged: "
+    result = _run(sst2, tmp_path, learning_rates="1e6,2e6", num_train_epochs=2,
+                  do_predict=False, export_saved_model=False)
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"run_classifier\.py: error: every run of the sweep diverged: "
                         r"1e\+06 \(restart 0\) diverged at step \d+, 2e\+06 \(restart 0\) "
                         r"diverged at step \d+; see .*sweep_results\.tsv and pass lower "
                         r"--learning_rates", error), error
