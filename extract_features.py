@@ -14,20 +14,32 @@ from cli import entry, runner_flags
 from tasks import features
 
 FLAGS = flags.FLAGS
-runner_flags.define_model_flags(FLAGS)
-flags.DEFINE_string("input_file", None, "Text file: one text, or `text_a ||| text_b`, per line.")
-flags.DEFINE_string("output_file", None, "JSON-lines file to write.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indices to write.")
-flags.DEFINE_integer("max_seq_length", 128, "Packed length; longer texts are truncated.")
-flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.")
 
 
-def main(argv: list[str]) -> None:
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Called only when the file runs as a script, so that importing it (tests,
+    notebooks) registers nothing in absl's global registry; the shared flags it
+    uses are key flags, listed by `--help`."""
+    into = {"flag_values": flag_values}
+    runner_flags.define_model_flags(flag_values)
+    flags.DEFINE_string("input_file", None,
+                        "Text file: one text, or `text_a ||| text_b`, per line.", **into)
+    flags.DEFINE_string("output_file", None, "JSON-lines file to write.", **into)
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indices to write.",
+                        **into)
+    flags.DEFINE_integer("max_seq_length", 128, "Packed length; longer texts are truncated.",
+                         **into)
+    flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.", **into)
+    flags.adopt_module_key_flags(runner_flags, flag_values)
+
+
+def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    extraction = features.FeatureExtraction(FLAGS.input_file, FLAGS.output_file, FLAGS.layers,
-                                            FLAGS.max_seq_length, FLAGS.batch_size)
-    features.run(runner_flags.model_files_from_flags(FLAGS), extraction)
+    extraction = features.FeatureExtraction(values.input_file, values.output_file, values.layers,
+                                            values.max_seq_length, values.batch_size)
+    features.run(runner_flags.model_files_from_flags(values), extraction)
 
 
 if __name__ == "__main__":
+    define_flags()
     entry.run(main)

@@ -36,26 +36,43 @@ from tasks import classification
 from training import finetuning
 
 FLAGS = flags.FLAGS
-runner_flags.define_finetuning_flags(FLAGS, max_seq_length=128, learning_rate=5e-5,
-                                     num_train_epochs=3.0)
-flags.DEFINE_string("task_name", None, "GLUE task, swag, or tsv.")
-flags.DEFINE_string("data_dir", None, "Folder with the task's files in their distributed layout.")
-flags.DEFINE_list("learning_rates", [], "Sweep these learning rates (default: --learning_rate).")
-flags.DEFINE_integer("num_restarts", 1, "Runs per learning rate, with different seeds.")
-flags.DEFINE_bool("causal", False, "Left-to-right model (causal attention, last-token classifier).")
-flags.DEFINE_float("lm_aux_weight", 0.0, "GPT's auxiliary LM loss weight (with --causal).")
-flags.DEFINE_bool("both_orders", False,
-                  "With --causal: encode each pair in both orders and add them (GPT's "
-                  "similarity input).")
-flags.DEFINE_integer("bilstm_units", 0, "Units per direction of a randomly initialized "
-                     "BiLSTM whose final states classify (0: none; Table 5's + BiLSTM).")
-flags.DEFINE_bool("wnli_majority_class", False, "Submit WNLI's majority class, as the paper.")
-flags.DEFINE_bool("export_saved_model", True, "Export a SavedModel taking raw strings.")
-flags.DEFINE_string("tsv_text_a_column", None, "tsv task: first text column (name or index).")
-flags.DEFINE_string("tsv_text_b_column", None, "tsv task: second text column, for pairs.")
-flags.DEFINE_string("tsv_label_column", None, "tsv task: label column.")
-flags.DEFINE_list("tsv_labels", None, "tsv task: label list (default: from train.tsv).")
-flags.DEFINE_bool("tsv_has_header", True, "tsv task: the files start with a header row.")
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Called only when the file runs as a script, so that importing it (tests,
+    notebooks) registers nothing in absl's global registry; the shared flags it
+    uses are key flags, listed by `--help`."""
+    into = {"flag_values": flag_values}
+    runner_flags.define_finetuning_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
+                                         num_train_epochs=3.0)
+    flags.DEFINE_string("task_name", None, "GLUE task, swag, or tsv.", **into)
+    flags.DEFINE_string("data_dir", None,
+                        "Folder with the task's files in their distributed layout.", **into)
+    flags.DEFINE_list("learning_rates", [],
+                      "Sweep these learning rates (default: --learning_rate).", **into)
+    flags.DEFINE_integer("num_restarts", 1, "Runs per learning rate, with different seeds.", **into)
+    flags.DEFINE_bool("causal", False,
+                      "Left-to-right model (causal attention, last-token classifier).", **into)
+    flags.DEFINE_float("lm_aux_weight", 0.0, "GPT's auxiliary LM loss weight (with --causal).",
+                       **into)
+    flags.DEFINE_bool("both_orders", False,
+                      "With --causal: encode each pair in both orders and add them (GPT's "
+                      "similarity input).", **into)
+    flags.DEFINE_integer("bilstm_units", 0, "Units per direction of a randomly initialized "
+                         "BiLSTM whose final states classify (0: none; Table 5's + BiLSTM).",
+                         **into)
+    flags.DEFINE_bool("wnli_majority_class", False, "Submit WNLI's majority class, as the paper.",
+                      **into)
+    flags.DEFINE_bool("export_saved_model", True, "Export a SavedModel taking raw strings.", **into)
+    flags.DEFINE_string("tsv_text_a_column", None, "tsv task: first text column (name or index).",
+                        **into)
+    flags.DEFINE_string("tsv_text_b_column", None, "tsv task: second text column, for pairs.",
+                        **into)
+    flags.DEFINE_string("tsv_label_column", None, "tsv task: label column.", **into)
+    flags.DEFINE_list("tsv_labels", None, "tsv task: label list (default: from train.tsv).", **into)
+    flags.DEFINE_bool("tsv_has_header", True, "tsv task: the files start with a header row.",
+                      **into)
+    flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
 def task_from_flags(values: flags.FlagValues) -> classification.ClassificationTask:
@@ -75,14 +92,15 @@ def task_from_flags(values: flags.FlagValues) -> classification.ClassificationTa
         tsv_has_header=values.tsv_has_header)
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(FLAGS)
-    files, run, optimization, _ = runner_flags.training_configs(FLAGS)
-    strategy = runner_flags.start_run(FLAGS, run)
+    task = task_from_flags(values)
+    files, run, optimization, _ = runner_flags.training_configs(values)
+    strategy = runner_flags.start_run(values, run)
     setup = finetuning.setup(files, run, strategy)
     classification.run(task, files, run, optimization, setup)
 
 
 if __name__ == "__main__":
+    define_flags()
     entry.run(main)

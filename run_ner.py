@@ -38,28 +38,44 @@ from tasks import tagging
 from training import finetuning
 
 FLAGS = flags.FLAGS
-runner_flags.define_finetuning_flags(FLAGS, max_seq_length=128, learning_rate=5e-5,
-                                     num_train_epochs=3.0, train_batch_size=32)
-flags.DEFINE_string("data_dir", None, "Folder with train.txt, valid.txt (or dev.txt), test.txt.")
-flags.DEFINE_list("labels", None, "Tag set, comma-separated (default: the training file's).")
-flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2"],
-                  "Tagging scheme of the files (auto: detected from the training data).")
-flags.DEFINE_bool("document_context", False,
-                  "Fill windows with neighbouring sentences of the same document (Section 5.3).")
-flags.DEFINE_integer("window_stride", None, "Sub-tokens between the windows of a sentence "
-                     "longer than one window (default: half a window).")
-flags.DEFINE_enum("mode", "fine_tune", ["fine_tune", "feature_based"],
-                  "Fine-tune BERT, or train a BiLSTM on frozen BERT features (Table 7).")
-flags.DEFINE_bool("causal", False, "fine_tune the left-to-right (GPT-style) model: causal "
-                  "attention, so each token's tag sees only the tokens up to it.")
-flags.DEFINE_integer("bilstm_units", 0, "fine_tune: units per direction of a randomly "
-                     "initialized BiLSTM between the encoder and the tags (0: none).")
-flags.DEFINE_enum("feature_layers", "concat_last_four", list(FEATURE_LAYERS),
-                  "feature_based: which encoder layers make the features (Table 7's rows).")
-flags.DEFINE_integer("lstm_units", 768, "feature_based: units of each BiLSTM direction.")
-flags.DEFINE_float("lstm_dropout", 0.1, "feature_based: dropout on features and LSTM outputs.")
-flags.DEFINE_string("feature_cache_dir", None,
-                    "feature_based: cached features (default: <output_dir>/features).")
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Called only when the file runs as a script, so that importing it (tests,
+    notebooks) registers nothing in absl's global registry; the shared flags it
+    uses are key flags, listed by `--help`."""
+    into = {"flag_values": flag_values}
+    runner_flags.define_finetuning_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
+                                         num_train_epochs=3.0, train_batch_size=32)
+    flags.DEFINE_string("data_dir", None,
+                        "Folder with train.txt, valid.txt (or dev.txt), test.txt.", **into)
+    flags.DEFINE_list("labels", None, "Tag set, comma-separated (default: the training file's).",
+                      **into)
+    flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2"],
+                      "Tagging scheme of the files (auto: detected from the training data).",
+                      **into)
+    flags.DEFINE_bool("document_context", False,
+                      "Fill windows with neighbouring sentences of the same document "
+                      "(Section 5.3).", **into)
+    flags.DEFINE_integer("window_stride", None, "Sub-tokens between the windows of a sentence "
+                         "longer than one window (default: half a window).", **into)
+    flags.DEFINE_enum("mode", "fine_tune", ["fine_tune", "feature_based"],
+                      "Fine-tune BERT, or train a BiLSTM on frozen BERT features (Table 7).",
+                      **into)
+    flags.DEFINE_bool("causal", False, "fine_tune the left-to-right (GPT-style) model: causal "
+                      "attention, so each token's tag sees only the tokens up to it.", **into)
+    flags.DEFINE_integer("bilstm_units", 0, "fine_tune: units per direction of a randomly "
+                         "initialized BiLSTM between the encoder and the tags (0: none).", **into)
+    flags.DEFINE_enum("feature_layers", "concat_last_four", list(FEATURE_LAYERS),
+                      "feature_based: which encoder layers make the features (Table 7's rows).",
+                      **into)
+    flags.DEFINE_integer("lstm_units", 768, "feature_based: units of each BiLSTM direction.",
+                         **into)
+    flags.DEFINE_float("lstm_dropout", 0.1, "feature_based: dropout on features and LSTM outputs.",
+                       **into)
+    flags.DEFINE_string("feature_cache_dir", None,
+                        "feature_based: cached features (default: <output_dir>/features).", **into)
+    flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
 def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
@@ -77,14 +93,15 @@ def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
         feature_learning_rate=rate)
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(FLAGS)
-    files, run, optimization, _ = runner_flags.training_configs(FLAGS)
+    task = task_from_flags(values)
+    files, run, optimization, _ = runner_flags.training_configs(values)
     tagging.check(task, files, optimization)
-    strategy = runner_flags.start_run(FLAGS, run)
+    strategy = runner_flags.start_run(values, run)
     tagging.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
 
 
 if __name__ == "__main__":
+    define_flags()
     entry.run(main)

@@ -34,6 +34,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     runner's flags of the same names may already be.
     """
     runner_flags.define_pretraining_flags(flag_values)
+    flags.adopt_module_key_flags(runner_flags, flag_values)  # all of them listed by --help
 
 
 def configs_from_flags(values: flags.FlagValues
@@ -50,10 +51,10 @@ def configs_from_flags(values: flags.FlagValues
     return files, run, optimization, distribution, data
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    files, run, optimization, _, data = configs_from_flags(FLAGS)
-    strategy = runner_flags.start_run(FLAGS, run)
+    files, run, optimization, _, data = configs_from_flags(values)
+    strategy = runner_flags.start_run(values, run)
     pretraining.run(files, run, optimization, data, strategy)
 
 

@@ -50,25 +50,39 @@ from tasks import squad
 from training import finetuning
 
 FLAGS = flags.FLAGS
-runner_flags.define_finetuning_flags(FLAGS, max_seq_length=384, learning_rate=3e-5,
-                                     num_train_epochs=2.0, train_batch_size=12)
-flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
-flags.DEFINE_string("predict_file", None,
-                    "SQuAD JSON to predict (and score with --do_eval), e.g. dev-v1.1.json.")
-flags.DEFINE_bool("version_2_with_negative", False,
-                  "SQuAD 2.0: questions may have no answer (is_impossible).")
-flags.DEFINE_integer("doc_stride", 128, "Tokens between the starts of a context's windows.")
-flags.DEFINE_integer("max_query_length", 64, "Question tokens kept; longer ones are cut.")
-flags.DEFINE_integer("n_best_size", 20, "Start and end candidates per window; n-best list size.")
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer in WordPiece tokens.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                   "SQuAD 2.0: answer \"\" when null score - best span score exceeds this.")
-flags.DEFINE_bool("verbose_logging", False,
-                  "Log the tokens and targets of the first windows of each file.")
-flags.DEFINE_integer("bilstm_units", 0,
-                     "Units per direction of a BiLSTM before the span layer (0: none).")
-flags.DEFINE_bool("causal", False, "Fine-tune the left-to-right (GPT-style) model: causal "
-                  "attention, so each position is scored from the tokens up to it.")
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Called only when the file runs as a script, so that importing it (tests,
+    notebooks) registers nothing in absl's global registry; the shared flags it
+    uses are key flags, listed by `--help`."""
+    into = {"flag_values": flag_values}
+    runner_flags.define_finetuning_flags(flag_values, max_seq_length=384, learning_rate=3e-5,
+                                         num_train_epochs=2.0, train_batch_size=12)
+    flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.",
+                        **into)
+    flags.DEFINE_string("predict_file", None,
+                        "SQuAD JSON to predict (and score with --do_eval), e.g. dev-v1.1.json.",
+                        **into)
+    flags.DEFINE_bool("version_2_with_negative", False,
+                      "SQuAD 2.0: questions may have no answer (is_impossible).", **into)
+    flags.DEFINE_integer("doc_stride", 128, "Tokens between the starts of a context's windows.",
+                         **into)
+    flags.DEFINE_integer("max_query_length", 64, "Question tokens kept; longer ones are cut.",
+                         **into)
+    flags.DEFINE_integer("n_best_size", 20,
+                         "Start and end candidates per window; n-best list size.", **into)
+    flags.DEFINE_integer("max_answer_length", 30, "Longest answer in WordPiece tokens.", **into)
+    flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                       "SQuAD 2.0: answer \"\" when null score - best span score exceeds this.",
+                       **into)
+    flags.DEFINE_bool("verbose_logging", False,
+                      "Log the tokens and targets of the first windows of each file.", **into)
+    flags.DEFINE_integer("bilstm_units", 0,
+                         "Units per direction of a BiLSTM before the span layer (0: none).", **into)
+    flags.DEFINE_bool("causal", False, "Fine-tune the left-to-right (GPT-style) model: causal "
+                      "attention, so each position is scored from the tokens up to it.", **into)
+    flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
 def task_from_flags(values: flags.FlagValues) -> squad.SquadTask:
@@ -77,15 +91,16 @@ def task_from_flags(values: flags.FlagValues) -> squad.SquadTask:
     return squad.SquadTask(**{name: values[name].value for name in names})
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(FLAGS)
-    files, run, optimization, _ = runner_flags.training_configs(FLAGS)
-    strategy = runner_flags.start_run(FLAGS, run)
+    task = task_from_flags(values)
+    files, run, optimization, _ = runner_flags.training_configs(values)
+    strategy = runner_flags.start_run(values, run)
     results = squad.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
     if results:
         print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
+    define_flags()
     entry.run(main)

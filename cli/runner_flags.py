@@ -16,24 +16,33 @@ import os
 import secrets
 from typing import Iterable, Sequence
 
-from absl import flags
+from absl import flags, logging
 
+from cli import quiet_start
+from modeling import pretrained
 from training.configs import (DistributionConfig, ModelFiles, OptimizationConfig, RunConfig,
                               check_batch_split)
 from training.distribution import PRECISIONS, STRATEGIES, set_precision
 
 
 def define_model_flags(flag_values: flags.FlagValues, lower_case: bool = True) -> None:
-    """The pre-trained model's files; `lower_case=False` for runners that never tokenize."""
+    """The pre-trained model's files; `lower_case=False` for runners that never tokenize.
+
+    Every runner defines these, so `--tf_cpp_log` comes with them.
+    """
     into = {"flag_values": flag_values}
-    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json.",
-                        **into)
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the checkpoint.", **into)
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Google, Hugging Face or own checkpoint (random init when unset).", **into)
+    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json or HF config.json "
+                        "(default: the one in --init_checkpoint's folder).", **into)
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the checkpoint (default: "
+                        "vocab.txt in --init_checkpoint's folder).", **into)
+    flags.DEFINE_string("init_checkpoint", None, "Google, Hugging Face or own checkpoint, or "
+                        "its folder (random init when unset).", **into)
     if lower_case:
-        flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).",
+        flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models; "
+                          "default: as --init_checkpoint's model was trained, else true).",
                           **into)
+    flags.DEFINE_bool(quiet_start.FLAG, False, "Show TensorFlow's C++ start-up lines and "
+                      "its info logs (hidden unless TF_CPP_MIN_LOG_LEVEL=0).", **into)
 
 
 def define_training_flags(flag_values: flags.FlagValues, max_seq_length: int,
@@ -91,7 +100,8 @@ def define_pretraining_flags(flag_values: flags.FlagValues) -> None:
                       "Pre-training objective.", **into)
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.", **into)
     flags.DEFINE_integer("num_train_steps", 100000, "Optimizer updates.", **into)
-    flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup updates.", **into)
+    flags.DEFINE_integer("num_warmup_steps", None, "Linear warmup updates (default: 10% of "
+                         "--num_train_steps, the original fine-tuning's warmup share).", **into)
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "AdamW (the original) or LAMB.",
                       **into)
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", **into)
@@ -119,18 +129,48 @@ def define_distribution_flags(flag_values: flags.FlagValues) -> None:
                       "there) and on one GPU (as Keras does).", **into)
 
 
-def check_required(values: flags.FlagValues, names: Iterable[str]) -> None:
-    """Refuses a run without the files it cannot do without, before anything is read."""
+def check_required(values: flags.FlagValues, names: Iterable[str],
+                   files: ModelFiles | None = None) -> None:
+    """Refuses a run without the files it cannot do without, before anything is read.
+
+    The model's files are checked as `files` holds them, after
+    `--init_checkpoint`'s folder filled in those no flag named.
+    """
     for name in names:
-        if not values[name].value:
-            raise ValueError(f"--{name} is required")
+        value = getattr(files, name) if hasattr(files, name) else values[name].value
+        if not value:
+            beside = (" (or an --init_checkpoint whose folder holds it)"
+                      if name in ("bert_config_file", "vocab_file") else "")
+            raise ValueError(f"--{name} is required{beside}")
 
 
 def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
+    """The model's files; with `--init_checkpoint`, those no flag names come from its folder.
+
+    The config, the vocabulary and the casing are the ones
+    `modeling.load_config` / `load_tokenizer` find for that checkpoint, so
+    a Google, Hugging Face or own folder configures the run by itself.
+    """
+    config_file, vocab_file = values.bert_config_file, values.vocab_file
     lower_case = values["do_lower_case"].value if "do_lower_case" in values else True
     transfer = values["transfer_layers"].value if "transfer_layers" in values else None
-    return ModelFiles(values.bert_config_file, values.vocab_file, lower_case,
-                      values.init_checkpoint, transfer)
+    source = values.init_checkpoint
+    casing_given = "do_lower_case" not in values or values["do_lower_case"].present
+    if source and not (config_file and vocab_file and casing_given):
+        found_config, found_vocab, found_casing = pretrained.model_files(source)
+        taken = []
+        if not config_file and found_config:
+            config_file = str(found_config)
+            taken.append(f"--bert_config_file={config_file}")
+        if not vocab_file and found_vocab:
+            vocab_file = str(found_vocab)
+            taken.append(f"--vocab_file={vocab_file}")
+        if not casing_given and found_casing is not None:
+            lower_case = found_casing
+            taken.append(f"--do_lower_case={str(lower_case).lower()}")
+        if taken:
+            logging.info("From --init_checkpoint=%s: %s", source, " ".join(taken))
+    return ModelFiles(config_file, vocab_file, lower_case, source, transfer)
 
 
 def run_config_from_flags(values: flags.FlagValues) -> RunConfig:
@@ -164,7 +204,8 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = (
         "bert_config_file", "vocab_file", "output_dir")
         ) -> tuple[ModelFiles, RunConfig, OptimizationConfig, DistributionConfig]:
     """Every runner's one validation of the shared flags: refuses, or returns the configs."""
-    check_required(values, require)
+    files = model_files_from_flags(values)
+    check_required(values, require, files)
     actions = [name for name in ("do_train", "do_eval", "do_predict") if name in values]
     if not any(values[name].value for name in actions):
         named = [f"--{name}" for name in actions]
@@ -174,7 +215,7 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = (
     optimization = optimization_from_flags(values)
     distribution = distribution_from_flags(values)
     check_batch_split(run, optimization)
-    return model_files_from_flags(values), run, optimization, distribution
+    return files, run, optimization, distribution
 
 
 def start_run(values: flags.FlagValues, run: RunConfig):

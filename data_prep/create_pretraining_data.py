@@ -45,37 +45,42 @@ from data_prep.pretraining.local import create_pretraining_data
 from data_prep.pretraining.settings import Settings
 
 
-def define_flags() -> None:
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """The original's flags, then the new ones: defined only by programs that run it (this
     one and the Beam pipeline), so importing the library defines no flags."""
+    into = {"flag_values": flag_values}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     flags.DEFINE_string("input_file", None, "Input text: comma-separated files or globs; one "
-                        "sentence per line, blank lines between documents.")
+                        "sentence per line, blank lines between documents.", **into)
     flags.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated: one "
-                        "shard each, or one name numbered by --num_output_shards.")
-    flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model uses.")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).")
-    flags.DEFINE_bool("do_whole_word_mask", False, "Mask all pieces of a word together.")
-    flags.DEFINE_integer("max_seq_length", 128, "Tokens per instance, [CLS] and [SEP]s included.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.")
-    flags.DEFINE_integer("random_seed", 12345, "Seed; the output depends on nothing else random.")
-    flags.DEFINE_integer("dupe_factor", 10, "Passes over the corpus, each with fresh masks.")
+                        "shard each, or one name numbered by --num_output_shards.", **into)
+    flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model uses.", **into)
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).",
+                      **into)
+    flags.DEFINE_bool("do_whole_word_mask", False, "Mask all pieces of a word together.", **into)
+    flags.DEFINE_integer("max_seq_length", 128,
+                         "Tokens per instance, [CLS] and [SEP]s included.", **into)
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.",
+                         **into)
+    flags.DEFINE_integer("random_seed", 12345,
+                         "Seed; the output depends on nothing else random.", **into)
+    flags.DEFINE_integer("dupe_factor", 10, "Passes over the corpus, each with fresh masks.",
+                         **into)
     flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens masked; 0 for no masking "
-                       "(left-to-right LM).")
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-    flags.DEFINE_integer("num_output_shards", None, "Number of shards --output_file names.")
+                       "(left-to-right LM).", **into)
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.", **into)
+    flags.DEFINE_integer("num_output_shards", None, "Number of shards --output_file names.", **into)
     flags.DEFINE_list("mask_ratios", ["0.8", "0.1", "0.1"], "Shares of masked positions that "
-                      "become [MASK], a random token, and stay unchanged (paper, Table 8).")
-    flags.DEFINE_bool("no_nsp", False, "One segment per instance, no next-sentence task.")
-    flags.DEFINE_integer("num_workers", cores, "Worker processes (default: usable cores).")
+                      "become [MASK], a random token, and stay unchanged (paper, Table 8).", **into)
+    flags.DEFINE_bool("no_nsp", False, "One segment per instance, no next-sentence task.", **into)
+    flags.DEFINE_integer("num_workers", cores, "Worker processes (default: usable cores).", **into)
     flags.DEFINE_integer("documents_per_chunk", 256, "Documents processed together; random next "
-                         "segments are drawn within a chunk.")
+                         "segments are drawn within a chunk.", **into)
 
 
-def settings_from_flags() -> Settings:
+def settings_from_flags(values: flags.FlagValues = flags.FLAGS) -> Settings:
     """The parsed flags of `define_flags` as `Settings`; a bad value raises ValueError naming
     its flag."""
-    values = flags.FLAGS
     try:
         ratios = tuple(float(share) for share in values.mask_ratios)
     except ValueError:

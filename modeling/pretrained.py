@@ -88,14 +88,33 @@ def _candidate_folders(path: str | os.PathLike) -> list[Path]:
     return [folder, folder.parent]
 
 
-def _find_beside(path: str | os.PathLike, names: tuple[str, ...], what: str) -> Path:
-    folders = _candidate_folders(path)
-    for folder in folders:
+def model_files(path: str | os.PathLike) -> tuple[Path | None, Path | None, bool | None]:
+    """(config file, vocabulary, lowercasing) of the model in `path`, None for what it lacks.
+
+    The same files and casing `load_config` and `load_tokenizer` would use,
+    for the runners, which take each from `--init_checkpoint` unless a flag
+    names it.
+    """
+    vocab_file = _look_beside(path, (VOCAB_FILE,))
+    return (_look_beside(path, CONFIG_FILES), vocab_file,
+            None if vocab_file is None else _casing(vocab_file))
+
+
+def _look_beside(path: str | os.PathLike, names: tuple[str, ...]) -> Path | None:
+    for folder in _candidate_folders(path):
         for name in names:
             if (folder / name).is_file():
                 return folder / name
-    raise ConfigError(f"{path}: no {what} file ({' or '.join(names)}) in "
-                      f"{' or '.join(str(folder) for folder in folders)}")
+    return None
+
+
+def _find_beside(path: str | os.PathLike, names: tuple[str, ...], what: str) -> Path:
+    found = _look_beside(path, names)
+    if found is None:
+        folders = _candidate_folders(path)
+        raise ConfigError(f"{path}: no {what} file ({' or '.join(names)}) in "
+                          f"{' or '.join(str(folder) for folder in folders)}")
+    return found
 
 
 def _casing(vocab_file: Path) -> bool:

@@ -193,9 +193,9 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
         keras.utils.set_random_seed(run.random_seed + restart)
         model = build_model(setup, data, task, files)
         try:
-            finetuning.train(model, setup.strategy, data.train, loss(data),
-                             dataclasses.replace(optimization, learning_rate=rate), run,
-                             run_dir, seed=run.random_seed + restart)
+            step = finetuning.train(model, setup.strategy, data.train, loss(data),
+                                    dataclasses.replace(optimization, learning_rate=rate), run,
+                                    run_dir, seed=run.random_seed + restart)
         except loop.TrainingDiverged as error:
             if len(grid) == 1:
                 raise
@@ -203,6 +203,7 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
             logging.warning("learning rate %g, restart %d: %s", rate, restart, error)
             continue
         scores = score(data, model, run.eval_batch_size) if data.dev else {}
+        finetuning.write_eval_scalars(setup.strategy, run_dir, step, scores)
         mean = float(np.mean([v for k, v in scores.items() if k.endswith("_score")])) \
             if scores else 0.0
         runs.append(SweepRun(rate, restart, mean, scores, "finished"))
@@ -265,6 +266,7 @@ def run(task: ClassificationTask, files: ModelFiles, run_config: RunConfig,
         model = build_model(setup, data, task, files)
         if task.do_eval:
             results = score(data, model, run_config.eval_batch_size)
+            finetuning.write_eval_scalars(setup.strategy, output_dir, 0, results)
     if task.do_eval:
         write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     if task.do_predict:

@@ -134,9 +134,10 @@ def run(task: SquadTask, files: ModelFiles, run_config: RunConfig,
                                        is_training=False)
     keras.utils.set_random_seed(run_config.random_seed)
     model = build_model(setup, task, files)
+    step = 0
     if task.do_train:
-        finetuning.train(model, setup.strategy, train_arrays, span_loss, optimization,
-                         run_config, run_config.output_dir, seed=run_config.random_seed)
+        step = finetuning.train(model, setup.strategy, train_arrays, span_loss, optimization,
+                                run_config, run_config.output_dir, seed=run_config.random_seed)
         finetuning.save_model_files(model, setup.config, files, run_config.output_dir)
     if not (task.do_predict or task.do_eval):
         return {}
@@ -146,4 +147,5 @@ def run(task: SquadTask, files: ModelFiles, run_config: RunConfig,
     if task.do_eval:
         results = score(task, predictions, null_odds)
         write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
+        finetuning.write_eval_scalars(setup.strategy, run_config.output_dir, step, results)
     return results

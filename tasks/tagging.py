@@ -156,19 +156,23 @@ def _batch_size(run: RunConfig, split: str) -> int:
 
 def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run: RunConfig,
               optimization: OptimizationConfig, labels: list[str],
-              splits: dict[str, Split]) -> Predictor:
-    """Builds (and with do_train, fine-tunes and saves) the tagger; returns its predictor."""
+              splits: dict[str, Split]) -> tuple[Predictor, int]:
+    """Builds (and with do_train, fine-tunes and saves) the tagger.
+
+    Returns its predictor and the updates trained (0 for a loaded tagger).
+    """
     keras.utils.set_random_seed(run.random_seed)
     model = finetuning.build_model(setup.strategy,
                                    lambda: BertTokenTagger(setup.config, len(labels),
                                                            causal=task.causal,
                                                            bilstm_units=task.bilstm_units),
                                    files.init_checkpoint, files.transfer_layers)
+    step = 0
     if task.do_train:
-        finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,
-                         optimization, run, run.output_dir, seed=run.random_seed)
+        step = finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,
+                                optimization, run, run.output_dir, seed=run.random_seed)
         finetuning.save_model_files(model, setup.config, files, run.output_dir)
-    return lambda name, arrays: finetuning.predict(model, arrays, _batch_size(run, name))
+    return lambda name, arrays: finetuning.predict(model, arrays, _batch_size(run, name)), step
 
 
 def _checkpoint_fingerprint(path: str) -> list:
@@ -217,8 +221,8 @@ def cached_features(setup: finetuning.Setup, task: TaggingTask, files: ModelFile
 
 def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
                   run: RunConfig, optimization: OptimizationConfig, labels: list[str],
-                  splits: dict[str, Split]) -> Predictor:
-    """Trains (or loads) the BiLSTM on cached features; returns its predictor."""
+                  splits: dict[str, Split]) -> tuple[Predictor, int]:
+    """Trains (or loads) the BiLSTM on cached features; returns its predictor and updates."""
     features = cached_features(setup, task, files, run, splits)
     keras.utils.set_random_seed(run.random_seed)
     model = FeatureTagger(len(labels), task.lstm_units, dropout=task.lstm_dropout)
@@ -238,7 +242,9 @@ def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
                   validation_data=batches("valid", run.eval_batch_size, False)
                   if "valid" in splits else None, verbose=2)
         model.save_weights(weights)
+        step = int(model.optimizer.iterations.numpy())
     else:
+        step = 0
         if not os.path.exists(weights):
             raise FileNotFoundError(f"{weights}: no trained tagger; run with --do_train first")
         model(batches(next(iter(splits)), 1, False)[0][0])  # builds the weights to load
@@ -248,7 +254,7 @@ def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
         del arrays  # the cached features stand for them
         return model.predict(batches(name, _batch_size(run, name), False), verbose=0)
 
-    return predict
+    return predict, step
 
 
 def score(split: Split, logits: np.ndarray, labels: list[str], scheme: str, prefix: str,
@@ -279,7 +285,7 @@ def run(task: TaggingTask, files: ModelFiles, run_config: RunConfig,
         check_feature_layers(task.feature_layers, setup.config.num_hidden_layers)
     labels, scheme, splits = read_data(task, setup.tokenizer, run_config.max_seq_length)
     build = fine_tune if task.mode == "fine_tune" else feature_based
-    predict = build(setup, task, files, run_config, optimization, labels, splits)
+    predict, step = build(setup, task, files, run_config, optimization, labels, splits)
     results = {}
     for name, prefix in (("valid", "eval"), ("test", "test")):
         if name in splits:
@@ -288,4 +294,5 @@ def run(task: TaggingTask, files: ModelFiles, run_config: RunConfig,
                                  run_config.output_dir))
     if results:
         write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
+        finetuning.write_eval_scalars(setup.strategy, run_config.output_dir, step, results)
     return results

@@ -1,10 +1,13 @@
 """Small synthetic inputs shared by the end-to-end tests of the runners."""
 
+import importlib
 import json
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import tensorflow as tf
+from absl import flags
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
@@ -49,3 +52,30 @@ def write_pretraining_records(path: Path, count: int, max_seq_length: int = 32,
             example = tf.train.Example(features=tf.train.Features(feature=features))
             writer.write(example.SerializeToString())
     return path
+
+
+def event_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """The (step, value) points of each scalar TensorBoard would plot from `folder`."""
+    scalars = {}
+    for path in sorted(Path(folder).glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(
+                    (event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
+
+
+def run_main(script: str, arguments: Mapping[str, object]) -> None:
+    """A runner's `main` in this process, its flags parsed into a fresh `FlagValues`.
+
+    For runs that must be refused: the error its entry point would print as
+    `script: error: ...` (exit status 1) is raised here, without the cost of
+    a new process. Arguments that are None are left out.
+    """
+    module = importlib.import_module(script.removesuffix(".py"))
+    values = flags.FlagValues()
+    module.define_flags(values)
+    values([script, *(f"--{key}={value}" for key, value in arguments.items()
+                      if value is not None)])
+    module.main([script], values)

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import shutil
 import weakref
-from typing import Callable
+from typing import Callable, Mapping
 
 import keras
 import numpy as np
@@ -83,12 +83,14 @@ def build_model(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.M
 
 def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str, np.ndarray],
           loss_fn: loop.LossFunction, optimization: OptimizationConfig, run: RunConfig,
-          output_dir: str, seed: int, checkpoint_name: str = "checkpoints") -> None:
-    """Fine-tunes `model` on `arrays` for `optimization`'s epochs with the paper's schedule.
+          output_dir: str, seed: int, checkpoint_name: str = "checkpoints") -> int:
+    """Fine-tunes `model` on `arrays` for `optimization`'s epochs; returns the updates made.
 
-    `seed` orders the data. A run killed at any point and started again
-    resumes from its newest checkpoint in `output_dir/checkpoint_name` and
-    ends with the same weights. Raises `loop.TrainingDiverged` (a
+    The schedule is the paper's. Checkpoints and TensorBoard's `logs/train`
+    go to `output_dir`, a sweep run's own folder. `seed` orders the data. A
+    run killed at any point and started again resumes from its newest
+    checkpoint in `output_dir/checkpoint_name` and ends with the same
+    weights. Raises `loop.TrainingDiverged` (a
     ValueError) when the loss or gradients stop being finite, so a sweep
     can skip that rate and a lone run exits with the step and checkpoint.
     """
@@ -97,7 +99,8 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
         raise ValueError(f"{examples} training examples cannot fill one batch of "
                          f"--train_batch_size={run.train_batch_size}")
     updates, warmup = optimization.schedule(examples, run.train_batch_size)
-    training = TrainingRun(model, loss_fn, strategy, optimization, run, updates, warmup,
+    training = TrainingRun(model, loss_fn, strategy, optimization,
+                           dataclasses.replace(run, output_dir=output_dir), updates, warmup,
                            os.path.join(output_dir, checkpoint_name), max_to_keep=1)
     logging.info("Fine-tuning on %d examples: %d updates of %d", examples, updates,
                  run.train_batch_size)
@@ -111,6 +114,20 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
         return data.batch(per_replica, drop_remainder=True).prefetch(2)
 
     training.train(build)
+    return training.global_step
+
+
+def write_eval_scalars(strategy: tf.distribute.Strategy, output_dir: str, step: int,
+                       results: Mapping[str, object]) -> None:
+    """The evaluation's numbers to TensorBoard's `logs/eval`, beside the run's `logs/train`.
+
+    `step` is the run's last update, so the scores line up with the loss
+    curve that led to them (0 for a model evaluated without training).
+    """
+    if loop.is_chief(strategy):
+        numbers = {key: value for key, value in results.items()
+                   if isinstance(value, (int, float, np.number)) and not isinstance(value, bool)}
+        loop.write_scalars(os.path.join(output_dir, "logs", "eval"), step, numbers)
 
 
 _PREDICT_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

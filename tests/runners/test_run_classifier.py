@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, write_tiny_config
+from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
 from tests.training.test_training_faults import checkpoint_values, run_killed
 
 pytestmark = pytest.mark.slow
@@ -45,15 +45,26 @@ def sst2(tmp_path_factory):
     return folder
 
 
-def _run(folder, output, task="SST-2", data_dir=None, **flags):
+def _arguments(folder, output, task="SST-2", data_dir=None, **flags) -> dict:
     arguments = {"task_name": task, "data_dir": data_dir or folder / task,
                  "vocab_file": folder / "vocab.txt", "bert_config_file": folder /
                  "bert_config.json", "output_dir": output, "do_train": True, "do_eval": True,
                  "do_predict": True, "max_seq_length": 16, "train_batch_size": 8,
                  "num_train_epochs": 8, "learning_rate": 2e-3, "log_every": 100}
     arguments.update(flags)
+    return arguments
+
+
+def _run(folder, output, **flags):
+    arguments = _arguments(folder, output, **flags)
     command = [sys.executable, SCRIPT] + [f"--{key}={value}" for key, value in arguments.items()]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def _refused(folder, output, message, **flags) -> None:
+    """The run stops, in-process, with the error its entry point prints."""
+    with pytest.raises((ValueError, OSError), match=re.escape(message)):
+        run_main("run_classifier.py", _arguments(folder, output, **flags))
 
 
 def test_sst2_learns_and_writes_everything(sst2, tmp_path):
@@ -63,6 +74,11 @@ def test_sst2_learns_and_writes_everything(sst2, tmp_path):
     assert results["eval_accuracy"] >= 0.9
     table = (tmp_path / "sweep_results.tsv").read_text().splitlines()
     assert len(table) == 3 and sum(line.endswith("*") for line in table) == 1
+    for run in ("lr0.002_restart0", "lr0.001_restart0"):  # each sweep run's dev scores
+        scalars = event_scalars(tmp_path / "runs" / run / "logs" / "eval")
+        assert set(scalars) == {"eval_accuracy", "eval_score"}
+        assert scalars["eval_accuracy"][0][0] == event_scalars(
+            tmp_path / "runs" / run / "logs" / "train")["loss"][-1][0]
     submission = (tmp_path / "submission" / "SST-2.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == 11
     assert {line.split("\t")[1] for line in submission[1:]} <= {"0", "1"}
@@ -115,10 +131,8 @@ def test_causal_pairs_in_both_orders_train_and_serve(sst2, tmp_path):
     np.testing.assert_allclose(forward["probabilities"].numpy(),
                                backward["probabilities"].numpy(), atol=1e-5)
 
-    refused = _run(sst2, tmp_path / "refused", **{**pairs, "causal": False})
-    assert refused.returncode == 1 and "--both_orders" in refused.stderr
-    single = _run(sst2, tmp_path / "single", causal=True, both_orders=True)
-    assert single.returncode == 1 and "need text pairs" in single.stderr
+    _refused(sst2, tmp_path / "refused", "--both_orders", **{**pairs, "causal": False})
+    _refused(sst2, tmp_path / "single", "need text pairs", causal=True, both_orders=True)
     assert not (tmp_path / "single" / "eval_results.txt").exists()
 
 
@@ -140,9 +154,7 @@ def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(sst2, tmp
     ({"max_seq_length": 1000}, "max_position_embeddings"),
 ])
 def test_bad_inputs(sst2, tmp_path, flags, message):
-    result = _run(sst2, tmp_path, **flags)
-    assert result.returncode == 1
-    assert message in result.stderr
+    _refused(sst2, tmp_path, message, **flags)
 
 
 def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(sst2, tmp_path):

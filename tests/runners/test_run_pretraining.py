@@ -12,7 +12,7 @@ import time
 import pytest
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, write_pretraining_records, write_tiny_config
+from tests.fixtures import REPO, run_main, write_pretraining_records, write_tiny_config
 from tests.training.test_input_pipeline import record_offsets
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def inputs(tmp_path_factory):
     return records, config
 
 
-def _command(inputs, output_dir, **flags):
+def _arguments(inputs, output_dir, **flags) -> dict:
     records, config = inputs
     arguments = {"input_file": records, "bert_config_file": config, "output_dir": output_dir,
                  "do_train": True, "do_eval": True, "train_batch_size": 8,
@@ -36,6 +36,11 @@ def _command(inputs, output_dir, **flags):
                  "num_warmup_steps": 2, "learning_rate": 1e-3, "save_checkpoints_steps": 2,
                  "log_every": 2, "max_eval_steps": 2}
     arguments.update(flags)
+    return arguments
+
+
+def _command(inputs, output_dir, **flags):
+    arguments = _arguments(inputs, output_dir, **flags)
     return [sys.executable, SCRIPT] + [f"--{key}={value}" for key, value in arguments.items()]
 
 
@@ -162,10 +167,8 @@ def test_two_workers_train_in_lockstep(inputs, tmp_path):
 ])
 def test_bad_inputs(inputs, tmp_path, flags, message):
     flags = {"output_dir": tmp_path / "out", **flags}
-    result = subprocess.run(_command(inputs, **flags), capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 1
-    assert message in result.stderr
+    with pytest.raises((ValueError, OSError), match=re.escape(message)):
+        run_main("run_pretraining.py", _arguments(inputs, **flags))
 
 
 def test_truncated_records_are_named_before_training(inputs, tmp_path):
@@ -175,13 +178,11 @@ def test_truncated_records_are_named_before_training(inputs, tmp_path):
     cut.parent.mkdir()
     cut.write_bytes(data[:record_offsets(data)[48] + 20])  # 48 whole records, part of one
     (tmp_path / "data" / ".train-cut.tfrecord.complete.json").write_text("{}")  # skipped
-    result = subprocess.run(_command((str(tmp_path / "data" / "*"), config), tmp_path / "out"),
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    last = result.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(rf"run_pretraining\.py: error: {re.escape(str(cut))}: truncated record "
-                        r"at byte \d+: it needs \d+ bytes, the file ends after \d+ .*", last)
-    assert "Traceback" not in result.stderr
+    with pytest.raises(ValueError) as refused:
+        run_main("run_pretraining.py",
+                 _arguments((str(tmp_path / "data" / "*"), config), tmp_path / "out"))
+    assert re.fullmatch(rf"{re.escape(str(cut))}: truncated record at byte \d+: it needs \d+ "
+                        r"bytes, the file ends after \d+ .*", str(refused.value))
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
 
 
@@ -192,26 +193,20 @@ def test_a_damaged_record_met_in_training_is_named_with_its_offset(inputs, tmp_p
     data[offset + 30] ^= 0xFF  # the framing stays intact: only reading finds it
     damaged = tmp_path / "damaged.tfrecord"
     damaged.write_bytes(bytes(data))
-    result = subprocess.run(_command((damaged, config), tmp_path / "out"),
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    assert (f"run_pretraining.py: error: {damaged}: corrupted record at byte {offset} "
-            "(its checksum does not match)") in result.stderr
-    assert "Traceback" not in result.stderr
+    with pytest.raises(ValueError, match=re.escape(
+            f"{damaged}: corrupted record at byte {offset} (its checksum does not match)")):
+        run_main("run_pretraining.py", _arguments((damaged, config), tmp_path / "out"))
 
 
 def test_records_with_ids_past_the_vocabulary_stop_the_run_naming_them(inputs, tmp_path):
     """Under XLA an out-of-range id would be clamped to the table's last row, silently."""
     records, _ = inputs
     small = write_tiny_config(tmp_path / "small_config.json", vocab_size=40)  # records: up to 63
-    result = subprocess.run(_command((records, small), tmp_path / "out"),
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    last = result.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(rf"run_pretraining\.py: error: {re.escape(str(records))}: a record holds "
-                        rf"token id (4\d|5\d|6[0-3]), outside the vocabulary of "
-                        rf"{re.escape(str(small))} \(vocab_size=40\); .*", last)
-    assert "Traceback" not in result.stderr
+    with pytest.raises(ValueError) as refused:
+        run_main("run_pretraining.py", _arguments((records, small), tmp_path / "out"))
+    assert re.fullmatch(rf"{re.escape(str(records))}: a record holds token id "
+                        rf"(4\d|5\d|6[0-3]), outside the vocabulary of "
+                        rf"{re.escape(str(small))} \(vocab_size=40\); .*", str(refused.value))
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
 
 
@@ -219,9 +214,7 @@ def test_a_vocabulary_larger_than_the_config_is_refused(inputs, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
                                + [f"token{i}" for i in range(60)]) + "\n")
-    result = subprocess.run(_command(inputs, tmp_path / "out", vocab_file=vocab),
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    assert (f"run_pretraining.py: error: {vocab} holds 65 tokens, more than vocab_size=64 of "
-            f"{inputs[1]}") in result.stderr
+    with pytest.raises(ValueError, match=re.escape(
+            f"{vocab} holds 65 tokens, more than vocab_size=64 of {inputs[1]}")):
+        run_main("run_pretraining.py", _arguments(inputs, tmp_path / "out", vocab_file=vocab))
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
