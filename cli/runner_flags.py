@@ -14,12 +14,14 @@ import dataclasses
 import math
 import os
 import secrets
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from absl import flags, logging
 
 from cli import quiet_start
 from modeling import pretrained
+from modeling.config import ConfigError
 from training.configs import (DistributionConfig, ModelFiles, OptimizationConfig, RunConfig,
                               check_batch_split)
 from training.distribution import PRECISIONS, STRATEGIES, set_precision
@@ -155,9 +157,11 @@ def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
     lower_case = values["do_lower_case"].value if "do_lower_case" in values else True
     transfer = values["transfer_layers"].value if "transfer_layers" in values else None
     source = values.init_checkpoint
+    # Flag values are checked before any file is looked at or downloaded.
+    ModelFiles(config_file, vocab_file, lower_case, source, transfer)
     casing_given = "do_lower_case" not in values or values["do_lower_case"].present
     if source and not (config_file and vocab_file and casing_given):
-        found_config, found_vocab, found_casing = pretrained.model_files(source)
+        found_config, found_vocab, found_casing = _files_in(source, needed=not config_file)
         taken = []
         if not config_file and found_config:
             config_file = str(found_config)
@@ -171,6 +175,21 @@ def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
         if taken:
             logging.info("From --init_checkpoint=%s: %s", source, " ".join(taken))
     return ModelFiles(config_file, vocab_file, lower_case, source, transfer)
+
+
+def _files_in(source: str, needed: bool) -> tuple[Path | None, Path | None, bool | None]:
+    """The folder's files, or nothing when the config is named by a flag and the folder fails.
+
+    With the config named by a flag, a checkpoint that is not there yet must
+    not stop the run before its flags are checked: loading it reports that,
+    naming the path, and a missing vocabulary is reported as a required flag.
+    """
+    try:
+        return pretrained.model_files(source)
+    except (ConfigError, OSError):
+        if needed:
+            raise
+        return None, None, None
 
 
 def run_config_from_flags(values: flags.FlagValues) -> RunConfig:
