@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
     del argv
     task = task_from_flags(FLAGS)
     files, run, optimization, _ = runner_flags.training_configs(FLAGS)
-    strategy = runner_flags.start_run(FLAGS, run)
+    strategy = runner_flags.start_run(FLAGS, run, f"classification:{task.task_name.lower()}")
     setup = finetuning.setup(files, run, strategy)
     classification.run(task, files, run, optimization, setup)
 

@@ -82,7 +82,7 @@ def main(argv: list[str]) -> None:
     task = task_from_flags(FLAGS)
     files, run, optimization, _ = runner_flags.training_configs(FLAGS)
     tagging.check(task, files, optimization)
-    strategy = runner_flags.start_run(FLAGS, run)
+    strategy = runner_flags.start_run(FLAGS, run, f"ner:{task.mode}")
     tagging.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
 
 

@@ -53,7 +53,7 @@ def configs_from_flags(values: flags.FlagValues
 def main(argv: list[str]) -> None:
     del argv
     files, run, optimization, _, data = configs_from_flags(FLAGS)
-    strategy = runner_flags.start_run(FLAGS, run)
+    strategy = runner_flags.start_run(FLAGS, run, f"pretraining:{data.objective}")
     pretraining.run(files, run, optimization, data, strategy)
 
 

@@ -81,7 +81,7 @@ def main(argv: list[str]) -> None:
     del argv
     task = task_from_flags(FLAGS)
     files, run, optimization, _ = runner_flags.training_configs(FLAGS)
-    strategy = runner_flags.start_run(FLAGS, run)
+    strategy = runner_flags.start_run(FLAGS, run, "squad")
     results = squad.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
     if results:
         print(json.dumps(results, indent=2))

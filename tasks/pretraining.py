@@ -26,7 +26,8 @@ from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_
 from text.tokenization import load_vocab
 from training import loop
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
-                              check_positive, check_sequence_length)
+                              check_positive, check_sequence_length,
+                              check_weights_to_evaluate)
 from training.input_pipeline import (naming_corrupt_records, naming_out_of_vocabulary_ids,
                                      pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
@@ -62,12 +63,9 @@ def check(files: ModelFiles, run: RunConfig, data: PretrainingData) -> None:
     """Refuses settings that would fail late or give a run that exits 0 with a wrong result."""
     if data.max_predictions_per_seq > run.max_seq_length:
         raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
-    if data.do_eval and not data.do_train and not files.init_checkpoint:
-        if not tf.train.latest_checkpoint(run.output_dir):
-            raise ValueError(f"--do_eval without --do_train would evaluate random weights: "
-                             f"--output_dir={run.output_dir} holds no checkpoint; pass "
-                             "--init_checkpoint or --do_train, or an --output_dir of a "
-                             "pre-training run")
+    if data.do_eval:
+        check_weights_to_evaluate("--do_eval", data.do_train, files.init_checkpoint,
+                                  run.output_dir)
 
 
 def build_model(files: ModelFiles, run: RunConfig, data: PretrainingData
