@@ -47,7 +47,8 @@ class ChunkToRecords(beam.DoFn):
 
     def setup(self) -> None:
         self._tokenizer = transform.load_tokenizer(self.settings.vocab_file,
-                                                   self.settings.do_lower_case)
+                                                   self.settings.do_lower_case,
+                                                   self.settings.options.inserts_mask)
 
     def process(self, item: tuple[int, shards_lib.Chunk]) -> Iterator[bytes]:
         index, chunk = item

@@ -76,6 +76,11 @@ class InstanceOptions:
             raise ValueError("; ".join(problems))
 
     @property
+    def inserts_mask(self) -> bool:
+        """Whether any position becomes [MASK]: only then must the vocabulary hold it."""
+        return self.masked_lm_prob > 0 and self.mask_ratios[0] > 0
+
+    @property
     def max_num_tokens(self) -> int:
         """Room for segment tokens once [CLS] and the [SEP]s are in."""
         return self.max_seq_length - (3 if self.next_sentence else 2)
@@ -87,13 +92,13 @@ class VocabIds:
 
     cls_id: int
     sep_id: int
-    mask_id: int
+    mask_id: int  # -1 for a vocabulary without [MASK], used where nothing becomes [MASK]
     continues_word: np.ndarray  # bool [vocab_size]
 
     @classmethod
     def from_tokens(cls, tokens: Sequence[str]) -> "VocabIds":
         index = {token: i for i, token in enumerate(tokens)}
-        return cls(index["[CLS]"], index["[SEP]"], index["[MASK]"],
+        return cls(index["[CLS]"], index["[SEP]"], index.get("[MASK]", -1),
                    np.array([token.startswith("##") for token in tokens], dtype=bool))
 
     @property

@@ -142,7 +142,7 @@ def _chunk_runner(settings: Settings) -> Iterator[Callable[[Iterable[_ChunkTask]
     context.set_forkserver_preload(["data_prep.pretraining.worker_preload"])  # imports TensorFlow
     pool = context.Pool(
         settings.num_workers, initializer=_start_worker,
-        initargs=(settings.vocab_file, settings.do_lower_case))
+        initargs=(settings.vocab_file, settings.do_lower_case, settings.options.inserts_mask))
     try:
         yield lambda tasks: pool.imap(_stage_chunk, tasks)
     finally:
@@ -174,7 +174,7 @@ class _Progress:
               f"ETA {left}", file=self._log, flush=True)
 
 
-def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
+def _start_worker(vocab_file: str, do_lower_case: bool, needs_mask: bool) -> None:
     """Pool initializer: one thread per TensorFlow op; the tokenizer built before any chunk."""
     # Imported in the worker only, where the fork server already loaded it (module docstring).
     import tensorflow as tf
@@ -184,7 +184,7 @@ def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     try:
-        transform.load_tokenizer(vocab_file, do_lower_case)
+        transform.load_tokenizer(vocab_file, do_lower_case, needs_mask)
     except Exception:  # the first chunk builds it again and reports the error with its result
         pass
 
@@ -200,7 +200,8 @@ def _stage_chunk(task: _ChunkTask) -> _ChunkResult:
     lines, document_starts = shards_lib.read_chunk_lines(task.chunk)
     records = transform.chunk_records(
         task.index, lines, document_starts, settings,
-        transform.load_tokenizer(settings.vocab_file, settings.do_lower_case))
+        transform.load_tokenizer(settings.vocab_file, settings.do_lower_case,
+                                 settings.options.inserts_mask))
     files = {shard: os.path.join(task.staging_dir, f"chunk-{task.index:07d}-shard-{shard:05d}")
              for shard in task.shards}
     count = len(task.shards)

@@ -22,7 +22,7 @@ import tensorflow as tf
 from data_prep.pretraining.instances import VocabIds, build_features, chunk_bounds, segment_spans
 from data_prep.pretraining.records import serialize_examples
 from data_prep.pretraining.settings import Settings
-from text.tokenization import PRETRAINING_TOKENS, FullTokenizer
+from text.tokenization import PACKING_TOKENS, PRETRAINING_TOKENS, FullTokenizer
 
 _BATCH = 2048  # instances padded, masked and encoded together
 
@@ -53,9 +53,15 @@ class ChunkRecords:
 
 
 @functools.lru_cache(maxsize=8)
-def load_tokenizer(vocab_file: str, do_lower_case: bool) -> PretrainingTokenizer:
-    """Built once per process and vocabulary: building reads the vocabulary and traces graphs."""
-    tokenizer = FullTokenizer(vocab_file, do_lower_case, required_tokens=PRETRAINING_TOKENS)
+def load_tokenizer(vocab_file: str, do_lower_case: bool,
+                   needs_mask: bool = True) -> PretrainingTokenizer:
+    """Built once per process and vocabulary: building reads the vocabulary and traces graphs.
+
+    [MASK] is required only by settings that insert it (`InstanceOptions.inserts_mask`):
+    unmasked data for the left-to-right model can come from any vocabulary.
+    """
+    required = PRETRAINING_TOKENS if needs_mask else PACKING_TOKENS
+    tokenizer = FullTokenizer(vocab_file, do_lower_case, required_tokens=required)
     tokens = [tokenizer.inv_vocab[i] for i in range(tokenizer.vocab_size)]
     return PretrainingTokenizer(tokenizer, VocabIds.from_tokens(tokens))
 
