@@ -27,7 +27,7 @@ import sys
 from typing import Iterator
 
 import apache_beam as beam
-from absl import app, flags
+from absl import app, flags, logging
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from data_prep.create_pretraining_data import define_flags, settings_from_flags
@@ -55,6 +55,12 @@ class ChunkToRecords(beam.DoFn):
         lines, document_starts = shards_lib.read_chunk_lines(chunk)
         records = transform.chunk_records(index, lines, document_starts, self.settings,
                                           self._tokenizer)
+        if records.long_lines:  # counted over the job in the runner's metrics
+            beam.metrics.Metrics.counter("create_pretraining_data", "long_lines").inc(
+                records.long_lines)
+            logging.warning("chunk %d: %d line(s) hold over %d tokens; a line is one sentence: "
+                            "put one sentence per line", index, records.long_lines,
+                            self.settings.options.long_line_tokens)
         for batch in records.batches:
             yield from batch
 

@@ -32,6 +32,8 @@ import numpy as np
 from text.sentence_pairs import layout_rows
 
 RANDOM_NEXT_TRIES = 10  # the original gives up looking for another document after 10 draws
+# A line is one sentence: one this many sequences long is mostly cut away (a text on one line).
+LONG_LINE_SEQUENCES = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,11 @@ class InstanceOptions:
     def inserts_mask(self) -> bool:
         """Whether any position becomes [MASK]: only then must the vocabulary hold it."""
         return self.masked_lm_prob > 0 and self.mask_ratios[0] > 0
+
+    @property
+    def long_line_tokens(self) -> int:
+        """Lines longer than this are counted and warned about: they cannot be used whole."""
+        return LONG_LINE_SEQUENCES * self.max_seq_length
 
     @property
     def max_num_tokens(self) -> int:

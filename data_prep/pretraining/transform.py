@@ -50,6 +50,7 @@ class ChunkRecords:
     empty_documents: int
     instances: int
     batches: Iterator[list[bytes]]
+    long_lines: int = 0  # lines over `InstanceOptions.long_line_tokens` tokens
 
 
 @functools.lru_cache(maxsize=8)
@@ -75,14 +76,15 @@ def chunk_records(index: int, lines: Sequence[str], document_starts: Sequence[in
     masking and serialization happen batch by batch as `batches` is read.
     """
     token_ids, _ = tokenizer.tokenizer.tokenize_batch(tf.constant(lines, dtype=tf.string))
-    document_bounds, sentence_bounds, empty = chunk_bounds(token_ids.row_splits.numpy(),
-                                                           document_starts)
+    row_splits = token_ids.row_splits.numpy()
+    document_bounds, sentence_bounds, empty = chunk_bounds(row_splits, document_starts)
+    long_lines = int(np.sum(np.diff(row_splits) > settings.options.long_line_tokens))
     span_seed, mask_seed = np.random.SeedSequence([settings.random_seed, index]).spawn(2)
     spans = segment_spans(document_bounds, sentence_bounds, settings.options,
                           random.Random(int(span_seed.generate_state(1, np.uint64)[0])))
     batches = _serialized_batches(token_ids.flat_values.numpy(), spans, settings,
                                   tokenizer.vocab, np.random.default_rng(mask_seed))
-    return ChunkRecords(index, len(document_starts), empty, len(spans), batches)
+    return ChunkRecords(index, len(document_starts), empty, len(spans), batches, long_lines)
 
 
 def _serialized_batches(flat_ids: np.ndarray, spans: np.ndarray, settings: Settings,

@@ -193,6 +193,23 @@ def test_a_vocabulary_without_mask_serves_where_nothing_becomes_mask(corpus, tmp
         (masked_lm_prob > 0)
 
 
+def test_lines_many_sequences_long_are_counted_and_warned_about(corpus, tmp_path):
+    folder, _ = corpus
+    words = " ".join(random.Random(3).choice(VOCAB[5:]) for _ in range(400))
+    (folder / "e.txt").write_text(f"{words}\nshort line .\n\n{words} {words}\n",
+                                  encoding="utf-8")
+    log = io.StringIO()
+    summary = create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"), log)
+    assert summary.long_lines == 2
+    assert ("warning: 2 line(s) hold over 320 tokens (10 x --max_seq_length); a line is one "
+            "sentence") in log.getvalue()
+    (folder / "e.txt").write_text(" ".join(words.split()[:320]) + "\n", encoding="utf-8")
+    log = io.StringIO()
+    assert create_pretraining_data(settings_for(corpus, tmp_path / "again" / "x.tfrecord"),
+                                   log).long_lines == 0
+    assert "warning" not in log.getvalue()
+
+
 def test_index_splits_documents_at_blank_lines_as_str_strip_sees_them(tmp_path, monkeypatch):
     monkeypatch.setattr(shards_lib, "_BLOCK_BYTES", 7)  # many blocks, lines cut across them
     text = ("one two\r\nthree\r\n\r\n \u3000\t\nfour\n\xa0\n\u4e00\u4e8c\n\n\n\x1c\n"
