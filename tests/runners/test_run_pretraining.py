@@ -79,9 +79,11 @@ def test_train_eval_and_outputs(inputs, tmp_path):
 @pytest.mark.parametrize("objective, key", [("mlm", "masked_lm_accuracy"),
                                             ("ltr", "lm_accuracy")])
 def test_ablation_objectives(inputs, tmp_path, objective, key):
-    _run(inputs, tmp_path, objective=objective, gradient_accumulation_steps=2,
-         num_train_steps=3)
-    results = read_eval_results(tmp_path / "eval_results.txt")
+    records = inputs[0] if objective != "ltr" else write_pretraining_records(
+        tmp_path / "unmasked.tfrecord", 96, masked=False)  # as --masked_lm_prob=0 writes them
+    _run(inputs, tmp_path / "out", objective=objective, gradient_accumulation_steps=2,
+         num_train_steps=3, input_file=records)
+    results = read_eval_results(tmp_path / "out" / "eval_results.txt")
     assert key in results and "next_sentence_accuracy" not in results
     assert results["global_step"] == 3
 
