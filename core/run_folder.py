@@ -52,8 +52,8 @@ _CONFIG_FILE = "bert_config.json"
 _HELD: dict[str, int] = {}  # folder -> descriptor of its locked `.run.lock`
 
 
-class FolderInUse(RuntimeError):
-    """Another live process holds the folder."""
+class FolderInUse(OSError):
+    """Another live process holds the folder (an OSError, so runners report it in one line)."""
 
 
 class FolderOwned(ValueError):
