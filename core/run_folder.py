@@ -33,7 +33,8 @@ import hashlib
 import json
 import os
 import socket
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from absl import logging
 
@@ -87,7 +88,7 @@ def lock(folder: str) -> None:
     if previous:
         logging.warning("Took over the lock of %s from %s, which no longer runs", folder,
                         _describe(previous))
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     os.ftruncate(descriptor, 0)
     os.pwrite(descriptor, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                       "started": started}).encode(), 0)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import tensorflow as tf
 
 from core.atomic import atomic_folder
-
 from text.sentence_pairs import pack_ragged
 
 

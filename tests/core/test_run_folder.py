@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -52,7 +52,7 @@ class LockTest(tf.test.TestCase):
             run_folder.lock(folder)
         self.assertRegex(logs.output[0], f"Took over the lock of {folder} from "
                                          f"PID {holder.pid} on .*, which no longer runs")
-        written = json.loads(open(os.path.join(folder, run_folder.LOCK_NAME)).read())
+        written = json.loads(Path(folder, run_folder.LOCK_NAME).read_text())
         self.assertEqual(written["pid"], os.getpid())
 
     def test_a_finished_run_leaves_the_lock_free_and_clean(self):
@@ -83,13 +83,13 @@ class OwnerTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters(
         ("classification:mrpc", _CONFIG,
-         "holds a classification:sst-2 run \\(from run_owner.json\\); this is a "
-         "classification:mrpc run"),
+         ("holds a classification:sst-2 run \\(from run_owner.json\\); this is a "
+          "classification:mrpc run")),
         ("pretraining:mlm_nsp", _CONFIG,
          "holds a classification:sst-2 run .*; this is a pretraining:mlm_nsp run"),
         ("classification:sst-2", {**_CONFIG, "hidden_size": 256},
-         "holds a classification:sst-2 run with hidden_size=128 .*; this is a "
-         "classification:sst-2 run with hidden_size=256"),
+         ("holds a classification:sst-2 run with hidden_size=128 .*; this is a "
+          "classification:sst-2 run with hidden_size=256")),
     )
     def test_another_task_or_config_is_refused_naming_both(self, task, config, message):
         folder = self._folder_of("classification:sst-2", _CONFIG)
@@ -151,7 +151,7 @@ class RunnerStartTest(tf.test.TestCase):
         for name in ("sweep_results.tsv", "model.ckpt.index"):
             with open(os.path.join(folder, name), "w") as writer:
                 writer.write("x")
-        before = open(config_file).read()
+        before = Path(config_file).read_text()
         values = flags.FlagValues()
         run_pretraining.define_flags(values)
         values(["run_pretraining.py", "--input_file=records", f"--output_dir={folder}",
@@ -160,7 +160,7 @@ class RunnerStartTest(tf.test.TestCase):
         with self.assertRaisesRegex(run_folder.FolderOwned, "holds a classification run"):
             runner_flags.start_run(values, run, "pretraining:mlm_nsp")
         run_folder.release(folder)
-        self.assertEqual(open(config_file).read(), before)
+        self.assertEqual(Path(config_file).read_text(), before)
         self.assertFalse(os.path.exists(os.path.join(folder, run_folder.OWNER_NAME)))
         self.assertEqual(sorted(os.listdir(folder)), [run_folder.LOCK_NAME, "bert_config.json",
                                                       "model.ckpt.index", "sweep_results.tsv"])
