@@ -96,7 +96,8 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
     task = task_from_flags(values)
     files, run, optimization, _ = runner_flags.training_configs(values)
-    strategy = runner_flags.start_run(values, run)
+    strategy = runner_flags.start_run(values, run, f"classification:{task.task_name.lower()}",
+                                      files)
     setup = finetuning.setup(files, run, strategy)
     classification.run(task, files, run, optimization, setup)
 

@@ -98,7 +98,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     task = task_from_flags(values)
     files, run, optimization, _ = runner_flags.training_configs(values)
     tagging.check(task, files, optimization)
-    strategy = runner_flags.start_run(values, run)
+    strategy = runner_flags.start_run(values, run, f"ner:{task.mode}", files)
     tagging.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
 
 

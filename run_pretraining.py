@@ -54,7 +54,7 @@ def configs_from_flags(values: flags.FlagValues
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
     files, run, optimization, _, data = configs_from_flags(values)
-    strategy = runner_flags.start_run(values, run)
+    strategy = runner_flags.start_run(values, run, f"pretraining:{data.objective}", files)
     pretraining.run(files, run, optimization, data, strategy)
 
 

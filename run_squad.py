@@ -95,7 +95,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
     task = task_from_flags(values)
     files, run, optimization, _ = runner_flags.training_configs(values)
-    strategy = runner_flags.start_run(values, run)
+    strategy = runner_flags.start_run(values, run, "squad", files)
     results = squad.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
     if results:
         print(json.dumps(results, indent=2))

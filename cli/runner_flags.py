@@ -20,11 +20,13 @@ from typing import Iterable, Sequence
 from absl import flags, logging
 
 from cli import quiet_start
+from core import run_folder
 from modeling import pretrained
-from modeling.config import ConfigError
+from modeling.config import BertConfig, ConfigError
 from training.configs import (DistributionConfig, ModelFiles, OptimizationConfig, RunConfig,
-                              check_batch_split)
+                              check_batch_split, check_weights_to_evaluate)
 from training.distribution import PRECISIONS, STRATEGIES, set_precision
+from training.loop import is_chief
 
 
 def define_model_flags(flag_values: flags.FlagValues, lower_case: bool = True) -> None:
@@ -234,17 +236,29 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = (
     optimization = optimization_from_flags(values)
     distribution = distribution_from_flags(values)
     check_batch_split(run, optimization)
+    scoring = [f"--{name}" for name in ("do_eval", "do_predict")
+               if name in values and values[name].value]
+    if scoring:  # pre-training (counted in steps) also evaluates the checkpoint it resumes
+        check_weights_to_evaluate(" and ".join(scoring), values.do_train, values.init_checkpoint,
+                                  run.output_dir if "num_train_steps" in values else None)
     return files, run, optimization, distribution
 
 
-def start_run(values: flags.FlagValues, run: RunConfig):
-    """Checks the output folder, then returns the strategy the flags ask for.
+def start_run(values: flags.FlagValues, run: RunConfig, task: str, files: ModelFiles):
+    """Checks and claims the output folder, then returns the strategy the flags ask for.
 
     The strategy comes before any other TensorFlow work: multi-worker
-    collectives must be set up before any op runs.
+    collectives must be set up before any op runs. The chief (the one
+    writer) then claims the folder for `task` and the model config
+    (`core.run_folder`): a second live run, or a run of another task or
+    model, is refused before any work.
     """
     check_output_dir(run.output_dir)
-    return strategy_from_flags(values)
+    strategy = strategy_from_flags(values)
+    if "://" not in run.output_dir and is_chief(strategy):
+        config = BertConfig.from_json_file(files.bert_config_file).to_dict()
+        run_folder.claim(run.output_dir, task, config)
+    return strategy
 
 
 def strategy_from_flags(values: flags.FlagValues):

@@ -27,7 +27,7 @@ import sys
 from typing import Iterator
 
 import apache_beam as beam
-from absl import app, flags
+from absl import app, flags, logging
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from data_prep.create_pretraining_data import define_flags, settings_from_flags
@@ -47,13 +47,20 @@ class ChunkToRecords(beam.DoFn):
 
     def setup(self) -> None:
         self._tokenizer = transform.load_tokenizer(self.settings.vocab_file,
-                                                   self.settings.do_lower_case)
+                                                   self.settings.do_lower_case,
+                                                   self.settings.options.inserts_mask)
 
     def process(self, item: tuple[int, shards_lib.Chunk]) -> Iterator[bytes]:
         index, chunk = item
         lines, document_starts = shards_lib.read_chunk_lines(chunk)
         records = transform.chunk_records(index, lines, document_starts, self.settings,
                                           self._tokenizer)
+        if records.long_lines:  # counted over the job in the runner's metrics
+            beam.metrics.Metrics.counter("create_pretraining_data", "long_lines").inc(
+                records.long_lines)
+            logging.warning("chunk %d: %d line(s) hold over %d tokens; a line is one sentence: "
+                            "put one sentence per line", index, records.long_lines,
+                            self.settings.options.long_line_tokens)
         for batch in records.batches:
             yield from batch
 

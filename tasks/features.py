@@ -31,7 +31,8 @@ from text.text_files import read_utf8_lines
 from text.tokenization import FullTokenizer
 from training.configs import ModelFiles, check_positive, check_sequence_length
 
-_PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
+# The original's separator; a line ending in it (its trailing space stripped) has an empty B.
+_PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\|(?: (.*))?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,10 +54,14 @@ class FeatureExtraction:
 
 
 def parse_line(line: str) -> tuple[str, str | None]:
-    """Splits `text_a ||| text_b` into its two texts; a plain line is text_a alone."""
+    """Splits `text_a ||| text_b` into its two texts; a plain line is text_a alone.
+
+    An empty text_b makes a single text, as in the original (which packs a
+    second segment only for a non-empty text_b), not a pair with "|||" in A.
+    """
     match = _PAIR_SEPARATOR.match(line)
     if match:
-        return match.group(1), match.group(2)
+        return match.group(1), (match.group(2) or "").strip() or None
     return line, None
 
 
@@ -119,6 +124,9 @@ def run(files: ModelFiles, extraction: FeatureExtraction) -> int:
     for name in ("bert_config_file", "init_checkpoint", "vocab_file"):
         if not getattr(files, name):
             raise ValueError(f"--{name} is required")
+    if os.path.isdir(extraction.output_file):  # found now, not after every feature is computed
+        raise IsADirectoryError(f"--output_file={extraction.output_file} is a folder; pass the "
+                                "name of the JSON-lines file to write")
     config = BertConfig.from_json_file(files.bert_config_file)
     check_sequence_length(extraction.max_seq_length, config.max_position_embeddings,
                           files.bert_config_file)

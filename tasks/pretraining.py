@@ -26,9 +26,10 @@ from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_
 from text.tokenization import load_vocab
 from training import loop
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
-                              check_positive, check_sequence_length)
-from training.input_pipeline import (naming_corrupt_records, naming_out_of_vocabulary_ids,
-                                     pretraining_dataset)
+                              check_positive, check_sequence_length,
+                              check_weights_to_evaluate)
+from training.input_pipeline import (list_files, naming_corrupt_records,
+                                     naming_out_of_vocabulary_ids, pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
@@ -62,12 +63,37 @@ def check(files: ModelFiles, run: RunConfig, data: PretrainingData) -> None:
     """Refuses settings that would fail late or give a run that exits 0 with a wrong result."""
     if data.max_predictions_per_seq > run.max_seq_length:
         raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
-    if data.do_eval and not data.do_train and not files.init_checkpoint:
-        if not tf.train.latest_checkpoint(run.output_dir):
-            raise ValueError(f"--do_eval without --do_train would evaluate random weights: "
-                             f"--output_dir={run.output_dir} holds no checkpoint; pass "
-                             "--init_checkpoint or --do_train, or an --output_dir of a "
-                             "pre-training run")
+    if data.do_eval:
+        check_weights_to_evaluate("--do_eval", data.do_train, files.init_checkpoint,
+                                  run.output_dir)
+
+
+_SAMPLED_RECORDS = 64
+
+
+def check_records_fit_objective(file_pattern: str, objective: str) -> None:
+    """Refuses records written for the other kind of objective, from the first few of them.
+
+    LTR predicts every next token, so records written with masking would
+    train it to read and predict [MASK]; an MLM objective on records written
+    with `--masked_lm_prob=0` has nothing to predict. Either trains to the
+    end with exit 0. A record is masked when any `masked_lm_weights` is set.
+    """
+    path = list_files(file_pattern)[0]
+    masked = 0
+    records = list(tf.data.TFRecordDataset(path).take(_SAMPLED_RECORDS))
+    for record in records:
+        feature = tf.train.Example.FromString(record.numpy()).features.feature
+        if "masked_lm_weights" in feature:
+            masked += any(feature["masked_lm_weights"].float_list.value)
+    if objective == "ltr" and masked:
+        raise ValueError(f"--objective=ltr: {path} holds masked records ({masked} of its first "
+                         f"{len(records)} have masked positions, [MASK] in their input); the "
+                         "left-to-right model needs records written with --masked_lm_prob=0")
+    if objective != "ltr" and records and not masked:
+        raise ValueError(f"--objective={objective}: none of the first {len(records)} records "
+                         f"of {path} has a masked position (written with --masked_lm_prob=0, "
+                         "for --objective=ltr); the masked LM would learn nothing")
 
 
 def build_model(files: ModelFiles, run: RunConfig, data: PretrainingData
@@ -127,6 +153,10 @@ def run(files: ModelFiles, run_config: RunConfig, optimization: OptimizationConf
         ) -> tuple[BertPretrainer, dict[str, float]]:
     """Trains and/or evaluates; returns the model and the evaluation results (empty without)."""
     check(files, run_config, data)
+    for wanted, pattern in ((data.do_train, data.input_file),
+                            (data.do_eval, data.eval_input_file or data.input_file)):
+        if wanted:
+            check_records_fit_objective(pattern, data.objective)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(run_config.random_seed)
     os.makedirs(run_config.output_dir, exist_ok=True)

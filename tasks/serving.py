@@ -12,12 +12,9 @@ similarity input) is served the same way: the signature packs both.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-
 import tensorflow as tf
 
+from core.atomic import atomic_folder
 from text.sentence_pairs import pack_ragged
 
 
@@ -81,14 +78,7 @@ def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] |
     if not module.both_orders:
         signatures["serve_single"] = module.serve_single
     signatures["serving_default"] = signatures["serve_pair" if pair else "serve_single"]
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=".saved_model-")
-    try:
+    # Staged by core.atomic, whose folders follow the umask (tempfile.mkdtemp's are 0700).
+    with atomic_folder(path) as staging:
         tf.saved_model.save(module, staging, signatures=signatures)
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        os.replace(staging, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path

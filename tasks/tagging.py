@@ -117,6 +117,22 @@ def _read_split(data_dir: str, name: str) -> list:
     raise FileNotFoundError(f"{name} split: no file {' or '.join(paths)}")
 
 
+def _check_same_columns(sentences: dict[str, list]) -> None:
+    """Refuses split files of different layouts, blaming the one with fewer columns.
+
+    A file missing a column has its tags read from another column (`TOKEN
+    POS CHUNK` gives chunk tags); the file with more columns is the complete
+    one, so the error names the other, with its first token line.
+    """
+    firsts = sorted((split[0] for split in sentences.values()), key=lambda s: s.columns)
+    short, full = firsts[0], firsts[-1]
+    if short.columns != full.columns:
+        raise ValueError(f"{short.source}: {short.columns} columns per token line where "
+                         f"{full.source.rpartition(':')[0]} has {full.columns}: is a column "
+                         "missing? every file needs the same layout (TOKEN POS CHUNK TAG, "
+                         "or TOKEN TAG)")
+
+
 def _check_labels(labels: list[str]) -> None:
     if len(set(labels)) != len(labels):
         raise ValueError(f"--labels lists a label twice: {','.join(labels)}")
@@ -135,6 +151,7 @@ def read_data(task: TaggingTask, tokenizer, max_seq_length: int
     sentences = {name: _read_split(task.data_dir, name) for name in wanted}
     if not task.labels and "train" not in sentences:
         sentences["train"] = _read_split(task.data_dir, "train")
+    _check_same_columns(sentences)
     labels = list(task.labels or label_list(sentences["train"]))
     _check_labels(labels)
     scheme = task.tag_scheme if task.tag_scheme != "auto" else detect_scheme(

@@ -22,8 +22,12 @@ def write_tiny_config(path: Path, **changes) -> Path:
 
 
 def write_pretraining_records(path: Path, count: int, max_seq_length: int = 32,
-                              max_predictions_per_seq: int = 5, seed: int = 0) -> Path:
-    """Records in the original schema: random ids, 3 masked positions, random NSP labels."""
+                              max_predictions_per_seq: int = 5, seed: int = 0,
+                              masked: bool = True) -> Path:
+    """Records in the original schema: random ids, 3 masked positions, random NSP labels.
+
+    `masked=False`: no masked position, as `--masked_lm_prob=0` writes them for LTR.
+    """
     generator = np.random.default_rng(seed)
 
     def ints(values):
@@ -40,9 +44,12 @@ def write_pretraining_records(path: Path, count: int, max_seq_length: int = 32,
             positions[:3] = np.sort(generator.choice(np.arange(1, length - 1), 3, replace=False))
             masked_ids = np.zeros(max_predictions_per_seq, int)
             masked_ids[:3] = ids[positions[:3]]
-            ids[positions[:3]] = 4
             weights = np.zeros(max_predictions_per_seq)
-            weights[:3] = 1.0
+            if masked:
+                ids[positions[:3]] = 4
+                weights[:3] = 1.0
+            else:
+                positions[:], masked_ids[:] = 0, 0
             features = {"input_ids": ints(ids), "input_mask": ints(mask),
                         "segment_ids": ints(segments), "masked_lm_positions": ints(positions),
                         "masked_lm_ids": ints(masked_ids),

@@ -44,6 +44,24 @@ def check_sequence_length(max_seq_length: int, max_position_embeddings: int,
                          f"max_position_embeddings={max_position_embeddings} of {config_file}")
 
 
+def check_weights_to_evaluate(evaluates: str, do_train: bool, init_checkpoint: str | None,
+                              resume_dir: str | None = None) -> None:
+    """Refuses to score the weights a run starts from when nothing gives it trained ones.
+
+    Without training, a checkpoint to load or (pre-training) one to resume
+    in `resume_dir`, the model keeps its random initialization and the run
+    would report chance-level scores with exit 0. `evaluates` names the
+    flags asking for scores, e.g. "--do_eval".
+    """
+    if do_train or init_checkpoint:
+        return
+    if resume_dir and tf.train.latest_checkpoint(resume_dir):
+        return
+    held = f": --output_dir={resume_dir} holds no checkpoint" if resume_dir else ""
+    raise ValueError(f"{evaluates} without --do_train would evaluate random weights{held}; "
+                     "pass --init_checkpoint or --do_train")
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelFiles:
     """The pre-trained model a run starts from."""

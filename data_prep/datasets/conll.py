@@ -52,6 +52,7 @@ class Sentence:
     tags: list[str]
     document_index: int
     source: str
+    columns: int = 0  # columns of its file's token lines (0: not read from a file)
 
     def word_source(self, index: int) -> str:
         """`file:line` of word `index`: a sentence's token lines follow one another."""
@@ -82,12 +83,35 @@ def read_conll(path: str | os.PathLike, tag_column: int = -1) -> list[Sentence]:
     """
     path = str(path)
     sentences = [Sentence([row[0] for row in rows], [row[tag_column] for row in rows],
-                          document, source)
+                          document, source, len(rows[0]))
                  for document, source, rows in _blocks(path, tag_column)]
     if not sentences:
         raise ValueError(f"{path}: no sentences (the file is empty or holds only "
                          f"{DOCSTART} and blank lines)")
+    _check_not_chunk_tags(sentences)
     return sentences
+
+
+# CoNLL-2000 phrase types: what the third column of `TOKEN POS CHUNK TAG` holds.
+CHUNK_TYPES = frozenset({"NP", "VP", "PP", "ADJP", "ADVP", "SBAR", "PRT", "INTJ", "CONJP",
+                         "LST", "UCP"})
+
+
+def _check_not_chunk_tags(sentences: Sequence[Sentence]) -> None:
+    """Refuses a file whose tag column holds only chunk tags: `TOKEN POS CHUNK` without NER.
+
+    Trained on, such a file teaches chunking and scores it as entities, with
+    an F1 near 1.0 and nothing said.
+    """
+    types = {tag[2:] for sentence in sentences for tag in sentence.tags if tag != "O"}
+    if not types or not types <= CHUNK_TYPES:
+        return
+    sentence, word = next((sentence, index) for sentence in sentences
+                          for index, tag in enumerate(sentence.tags) if tag != "O")
+    raise ValueError(f"{sentence.word_source(word)}: the tag column (column "
+                     f"{sentence.columns} of {sentence.columns}) holds chunk tags "
+                     f"({', '.join(sorted(types)[:4])}), no entity tags: the NER column is "
+                     "missing; expected TOKEN POS CHUNK TAG or TOKEN TAG")
 
 
 def _blocks(path: str, tag_column: int) -> Iterator[tuple[int, str, list[list[str]]]]:

@@ -99,8 +99,8 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
 
     Raises ValueError for malformed JSON (with line and column), a missing
     or mistyped key (with its place in the JSON and the question id), a
-    training question without exactly one answer, or a file with no usable
-    question left.
+    training question without exactly one answer, a question id used twice
+    in a file to predict, or a file with no usable question left.
     """
     path = str(path)
     text = "\n".join(read_utf8_lines(path))
@@ -111,6 +111,7 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
                          f"{error.colno}: {error.msg}") from None
     report = ReadReport(path)
     examples: list[SquadExample] = []
+    first_place: dict[str, str] = {}  # question id -> where it first appears
     articles = _field(dataset, "data", list, path, "the top level")
     for a, article in enumerate(articles):
         place = f"data[{a}]"
@@ -129,8 +130,15 @@ def read_squad_examples(path: str, is_training: bool, version_2_with_negative: b
                 example = _read_question(qa, doc_tokens, char_to_word, is_training,
                                          version_2_with_negative, path, f"{where}.qas[{q}]",
                                          report)
-                if example is not None:
-                    examples.append(example)
+                if example is None:
+                    continue
+                examples.append(example)
+                here = f"{where}.qas[{q}]"
+                first = first_place.setdefault(example.qas_id, here)
+                if not is_training and first != here:
+                    # Answers are keyed by id: one would shadow the other in the scores.
+                    raise ValueError(f"{path}: question id {example.qas_id!r} appears twice, "
+                                     f"at {first} and {here}; ids must be unique")
     report.examples = len(examples)
     if not examples:
         raise ValueError(f"no usable question in {report.summary()}")

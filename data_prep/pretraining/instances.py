@@ -32,6 +32,8 @@ import numpy as np
 from text.sentence_pairs import layout_rows
 
 RANDOM_NEXT_TRIES = 10  # the original gives up looking for another document after 10 draws
+# A line is one sentence: one this many sequences long is mostly cut away (a text on one line).
+LONG_LINE_SEQUENCES = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +78,16 @@ class InstanceOptions:
             raise ValueError("; ".join(problems))
 
     @property
+    def inserts_mask(self) -> bool:
+        """Whether any position becomes [MASK]: only then must the vocabulary hold it."""
+        return self.masked_lm_prob > 0 and self.mask_ratios[0] > 0
+
+    @property
+    def long_line_tokens(self) -> int:
+        """Lines longer than this are counted and warned about: they cannot be used whole."""
+        return LONG_LINE_SEQUENCES * self.max_seq_length
+
+    @property
     def max_num_tokens(self) -> int:
         """Room for segment tokens once [CLS] and the [SEP]s are in."""
         return self.max_seq_length - (3 if self.next_sentence else 2)
@@ -87,13 +99,13 @@ class VocabIds:
 
     cls_id: int
     sep_id: int
-    mask_id: int
+    mask_id: int  # -1 for a vocabulary without [MASK], used where nothing becomes [MASK]
     continues_word: np.ndarray  # bool [vocab_size]
 
     @classmethod
     def from_tokens(cls, tokens: Sequence[str]) -> "VocabIds":
         index = {token: i for i, token in enumerate(tokens)}
-        return cls(index["[CLS]"], index["[SEP]"], index["[MASK]"],
+        return cls(index["[CLS]"], index["[SEP]"], index.get("[MASK]", -1),
                    np.array([token.startswith("##") for token in tokens], dtype=bool))
 
     @property

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 from core.atomic import temporary_folder
 from data_prep.pretraining import shards as shards_lib
+from data_prep.pretraining.instances import LONG_LINE_SEQUENCES
 from data_prep.pretraining.settings import Settings
 
 _PROGRESS_SECONDS = 5.0
@@ -43,6 +44,7 @@ class Summary:
     shards_written: int
     shards_skipped: int
     seconds: float
+    long_lines: int = 0  # lines over `InstanceOptions.long_line_tokens` tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +62,7 @@ class _ChunkResult:
     files: dict[int, tuple[str, int]]  # shard -> (staging file, instances)
     documents: int
     empty_documents: int
+    long_lines: int
 
 
 def create_pretraining_data(settings: Settings, log: TextIO = sys.stderr) -> Summary:
@@ -106,17 +109,24 @@ def _write_shards(settings: Settings, paths: list[str], outputs: list[str],
     for leftover in shards_lib.remove_dead_leftovers(outputs):
         print(f"Removed {leftover}, left by a run that was stopped", file=log)
     progress = _Progress(sum(chunk.documents for _, chunk, _ in tasks), log)
-    empty = 0
+    empty = long_lines = 0
     with (temporary_folder(outputs[0]) as staging,
           shards_lib.ShardWriter(outputs, fingerprint, complete, len(index.chunks)) as writer):
         for result in run_chunks(_ChunkTask(i, chunk, targets, staging, settings)
                                  for i, chunk, targets in tasks):
             writer.add(result.index, result.files)
             empty += result.empty_documents
+            long_lines += result.long_lines
             progress.update(result.documents, sum(n for _, n in result.files.values()))
     progress.finish()
+    if long_lines:
+        print(f"warning: {long_lines} line(s) hold over {settings.options.long_line_tokens} "
+              f"tokens ({LONG_LINE_SEQUENCES} x --max_seq_length); a line is one sentence, so "
+              "all but the start of each is cut away (a text on one line makes about one "
+              "instance): put one sentence per line", file=log)
     return Summary(progress.documents, empty, index.files_without_documents, writer.instances,
-                   len(outputs) - len(complete), len(complete), time.monotonic() - started)
+                   len(outputs) - len(complete), len(complete), time.monotonic() - started,
+                   long_lines)
 
 
 def _fingerprint(settings: Settings, paths: list[str], outputs: list[str]) -> dict:
@@ -142,7 +152,7 @@ def _chunk_runner(settings: Settings) -> Iterator[Callable[[Iterable[_ChunkTask]
     context.set_forkserver_preload(["data_prep.pretraining.worker_preload"])  # imports TensorFlow
     pool = context.Pool(
         settings.num_workers, initializer=_start_worker,
-        initargs=(settings.vocab_file, settings.do_lower_case))
+        initargs=(settings.vocab_file, settings.do_lower_case, settings.options.inserts_mask))
     try:
         yield lambda tasks: pool.imap(_stage_chunk, tasks)
     finally:
@@ -174,7 +184,7 @@ class _Progress:
               f"ETA {left}", file=self._log, flush=True)
 
 
-def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
+def _start_worker(vocab_file: str, do_lower_case: bool, needs_mask: bool) -> None:
     """Pool initializer: one thread per TensorFlow op; the tokenizer built before any chunk."""
     # Imported in the worker only, where the fork server already loaded it (module docstring).
     import tensorflow as tf
@@ -184,7 +194,7 @@ def _start_worker(vocab_file: str, do_lower_case: bool) -> None:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     try:
-        transform.load_tokenizer(vocab_file, do_lower_case)
+        transform.load_tokenizer(vocab_file, do_lower_case, needs_mask)
     except Exception:  # the first chunk builds it again and reports the error with its result
         pass
 
@@ -200,7 +210,8 @@ def _stage_chunk(task: _ChunkTask) -> _ChunkResult:
     lines, document_starts = shards_lib.read_chunk_lines(task.chunk)
     records = transform.chunk_records(
         task.index, lines, document_starts, settings,
-        transform.load_tokenizer(settings.vocab_file, settings.do_lower_case))
+        transform.load_tokenizer(settings.vocab_file, settings.do_lower_case,
+                                 settings.options.inserts_mask))
     files = {shard: os.path.join(task.staging_dir, f"chunk-{task.index:07d}-shard-{shard:05d}")
              for shard in task.shards}
     count = len(task.shards)
@@ -216,4 +227,4 @@ def _stage_chunk(task: _ChunkTask) -> _ChunkResult:
     counts = [len(range(offset, records.instances, count)) for offset in range(count)]
     return _ChunkResult(task.index, {shard: (files[shard], instances)
                                      for shard, instances in zip(task.shards, counts)},
-                        records.documents, records.empty_documents)
+                        records.documents, records.empty_documents, records.long_lines)

@@ -22,7 +22,7 @@ import tensorflow as tf
 from data_prep.pretraining.instances import VocabIds, build_features, chunk_bounds, segment_spans
 from data_prep.pretraining.records import serialize_examples
 from data_prep.pretraining.settings import Settings
-from text.tokenization import PRETRAINING_TOKENS, FullTokenizer
+from text.tokenization import PACKING_TOKENS, PRETRAINING_TOKENS, FullTokenizer
 
 _BATCH = 2048  # instances padded, masked and encoded together
 
@@ -50,12 +50,19 @@ class ChunkRecords:
     empty_documents: int
     instances: int
     batches: Iterator[list[bytes]]
+    long_lines: int = 0  # lines over `InstanceOptions.long_line_tokens` tokens
 
 
 @functools.lru_cache(maxsize=8)
-def load_tokenizer(vocab_file: str, do_lower_case: bool) -> PretrainingTokenizer:
-    """Built once per process and vocabulary: building reads the vocabulary and traces graphs."""
-    tokenizer = FullTokenizer(vocab_file, do_lower_case, required_tokens=PRETRAINING_TOKENS)
+def load_tokenizer(vocab_file: str, do_lower_case: bool,
+                   needs_mask: bool = True) -> PretrainingTokenizer:
+    """Built once per process and vocabulary: building reads the vocabulary and traces graphs.
+
+    [MASK] is required only by settings that insert it (`InstanceOptions.inserts_mask`):
+    unmasked data for the left-to-right model can come from any vocabulary.
+    """
+    required = PRETRAINING_TOKENS if needs_mask else PACKING_TOKENS
+    tokenizer = FullTokenizer(vocab_file, do_lower_case, required_tokens=required)
     tokens = [tokenizer.inv_vocab[i] for i in range(tokenizer.vocab_size)]
     return PretrainingTokenizer(tokenizer, VocabIds.from_tokens(tokens))
 
@@ -69,14 +76,15 @@ def chunk_records(index: int, lines: Sequence[str], document_starts: Sequence[in
     masking and serialization happen batch by batch as `batches` is read.
     """
     token_ids, _ = tokenizer.tokenizer.tokenize_batch(tf.constant(lines, dtype=tf.string))
-    document_bounds, sentence_bounds, empty = chunk_bounds(token_ids.row_splits.numpy(),
-                                                           document_starts)
+    row_splits = token_ids.row_splits.numpy()
+    document_bounds, sentence_bounds, empty = chunk_bounds(row_splits, document_starts)
+    long_lines = int(np.sum(np.diff(row_splits) > settings.options.long_line_tokens))
     span_seed, mask_seed = np.random.SeedSequence([settings.random_seed, index]).spawn(2)
     spans = segment_spans(document_bounds, sentence_bounds, settings.options,
                           random.Random(int(span_seed.generate_state(1, np.uint64)[0])))
     batches = _serialized_batches(token_ids.flat_values.numpy(), spans, settings,
                                   tokenizer.vocab, np.random.default_rng(mask_seed))
-    return ChunkRecords(index, len(document_starts), empty, len(spans), batches)
+    return ChunkRecords(index, len(document_starts), empty, len(spans), batches, long_lines)
 
 
 def _serialized_batches(flat_ids: np.ndarray, spans: np.ndarray, settings: Settings,

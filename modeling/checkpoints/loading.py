@@ -111,13 +111,25 @@ def load_weights(model, path: str | os.PathLike,
                       checkpoint.skipped, sorted(held_back))
 
 
+# The config field behind each axis of the tensors whose shapes the config sets directly.
+_AXIS_FIELDS = {"bert/embeddings/word_embeddings": ("vocab_size", "hidden_size"),
+                "bert/embeddings/position_embeddings": ("max_position_embeddings", "hidden_size"),
+                "bert/embeddings/token_type_embeddings": ("type_vocab_size", "hidden_size"),
+                "cls/predictions/output_bias": ("vocab_size",)}
+
+
 def _shape_message(source: str, name: str, found, expected) -> str:
-    message = (f"{source}: tensor {name} has shape {list(found)}, the model expects "
-               f"{list(expected)}")
-    if name.endswith("word_embeddings") or name.endswith("output_bias"):
-        message += "; does the config's vocab_size match the checkpoint's vocabulary?"
-    elif name.endswith("position_embeddings"):
-        message += "; max_position_embeddings differs from the checkpoint's"
-    else:
-        message += "; does --bert_config_file describe this checkpoint?"
-    return message
+    """Names the tensor, both shapes, and where it can, the config field that differs.
+
+    The word embeddings come first in a model, so a hidden-size mismatch
+    surfaces there: the differing axis, not the tensor, tells which field.
+    """
+    found, expected = list(found), list(expected)
+    message = f"{source}: tensor {name} has shape {found}, the model expects {expected}"
+    fields = _AXIS_FIELDS.get(name)
+    if fields and len(found) == len(expected) == len(fields):
+        differing = [f"{field}={ours} in the config, {theirs} in the checkpoint"
+                     for field, theirs, ours in zip(fields, found, expected) if theirs != ours]
+        return f"{message}: {'; '.join(differing)}; does --bert_config_file describe it?"
+    return (f"{message}; does --bert_config_file describe this checkpoint (hidden_size, "
+            "intermediate_size, num_hidden_layers)?")

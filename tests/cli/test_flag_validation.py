@@ -95,9 +95,23 @@ def test_finetuning_refuses_out_of_range_flags(arguments, message):
 
 
 def test_finetuning_epochs_only_matter_when_training():
-    runner_flags.training_configs(_finetuning_flags("--do_eval", "--num_train_epochs=0"))
+    runner_flags.training_configs(_finetuning_flags("--do_eval", "--num_train_epochs=0",
+                                                    "--init_checkpoint=model.ckpt"))
     runner_flags.training_configs(_finetuning_flags("--do_train", "--train_batch_size=32",
                                                     "--gradient_accumulation_steps=4"))
+
+
+@pytest.mark.parametrize("arguments, refused", [
+    (["--do_eval"], "--do_eval"),
+    (["--do_predict"], "--do_predict"),
+    (["--do_eval", "--do_predict"], "--do_eval and --do_predict"),
+])
+def test_finetuning_eval_alone_needs_weights_to_evaluate(arguments, refused):
+    with pytest.raises(ValueError, match=f"^{refused} without --do_train would evaluate random "
+                                         "weights; pass --init_checkpoint or --do_train"):
+        runner_flags.training_configs(_finetuning_flags(*arguments))
+    runner_flags.training_configs(_finetuning_flags(*arguments, "--init_checkpoint=model.ckpt"))
+    runner_flags.training_configs(_finetuning_flags(*arguments, "--do_train"))
 
 
 def test_learning_rate_lists_are_checked_element_by_element():

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep.pretraining import shards as shards_lib
+from data_prep.pretraining.instances import InstanceOptions
 from data_prep.pretraining.local import create_pretraining_data
 from training.input_pipeline import pretraining_feature_spec
 from tests.data_prep.conftest import CLS, SEP, VOCAB, settings_for
@@ -174,6 +175,39 @@ def test_vocab_error_from_the_tokenizer_leaves_nothing(corpus, tmp_path):
         create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"),
                                 io.StringIO())
     assert not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("masked_lm_prob, mask_ratios", [(0.0, (0.8, 0.1, 0.1)),
+                                                         (0.15, (0.0, 0.5, 0.5))])
+def test_a_vocabulary_without_mask_serves_where_nothing_becomes_mask(corpus, tmp_path,
+                                                                      masked_lm_prob,
+                                                                      mask_ratios):
+    corpus[1].write_text("\n".join(token for token in VOCAB if token != "[MASK]"), encoding="utf-8")
+    options = InstanceOptions(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+                              masked_lm_prob=masked_lm_prob, mask_ratios=mask_ratios)
+    create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord",
+                                         options=options), io.StringIO())
+    records = read_records(sorted((tmp_path / "out").glob("x-*-of-00003.tfrecord")))
+    assert records
+    assert (sum(record["masked_lm_weights"].sum() for record in records) > 0) == \
+        (masked_lm_prob > 0)
+
+
+def test_lines_many_sequences_long_are_counted_and_warned_about(corpus, tmp_path):
+    folder, _ = corpus
+    words = " ".join(random.Random(3).choice(VOCAB[5:]) for _ in range(400))
+    (folder / "e.txt").write_text(f"{words}\nshort line .\n\n{words} {words}\n",
+                                  encoding="utf-8")
+    log = io.StringIO()
+    summary = create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"), log)
+    assert summary.long_lines == 2
+    assert ("warning: 2 line(s) hold over 320 tokens (10 x --max_seq_length); a line is one "
+            "sentence") in log.getvalue()
+    (folder / "e.txt").write_text(" ".join(words.split()[:320]) + "\n", encoding="utf-8")
+    log = io.StringIO()
+    assert create_pretraining_data(settings_for(corpus, tmp_path / "again" / "x.tfrecord"),
+                                   log).long_lines == 0
+    assert "warning" not in log.getvalue()
 
 
 def test_index_splits_documents_at_blank_lines_as_str_strip_sees_them(tmp_path, monkeypatch):

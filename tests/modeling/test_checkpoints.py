@@ -178,9 +178,18 @@ def test_huggingface_export_round_trip(tmp_path, hf_loaded_pretrainer):
         np.testing.assert_array_equal(exported[name], value, err_msg=name)
 
 
-def test_shape_mismatch_names_tensor_and_hint():
-    config = BertConfig.from_json_file(TINY / "config.json").replace(vocab_size=100)
-    with pytest.raises(CheckpointError, match=r"word_embeddings has shape \[99, 32\].*vocab_size"):
+@pytest.mark.parametrize("change, message", [
+    ({"vocab_size": 100}, (r"word_embeddings has shape \[99, 32\], the model expects "
+                           r"\[100, 32\]: vocab_size=100 in the config, 99 in the checkpoint;")),
+    ({"hidden_size": 64, "num_attention_heads": 2},
+     (r"word_embeddings has shape \[99, 32\], the model expects \[99, 64\]: hidden_size=64 "
+      r"in the config, 32 in the checkpoint; does --bert_config_file describe it\?$")),
+    ({"intermediate_size": 48}, (r"intermediate/dense/kernel has shape \[32, \d+\], the model "
+                                 r"expects \[32, 48\]; .*intermediate_size")),
+])
+def test_shape_mismatch_names_tensor_both_shapes_and_the_config_field(change, message):
+    config = BertConfig.from_json_file(TINY / "config.json").replace(**change)
+    with pytest.raises(CheckpointError, match=message):
         load_weights(BertEncoder(config), TINY)
 
 

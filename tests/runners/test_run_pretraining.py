@@ -84,9 +84,11 @@ def test_train_eval_and_outputs(inputs, tmp_path):
 @pytest.mark.parametrize("objective, key", [("mlm", "masked_lm_accuracy"),
                                             ("ltr", "lm_accuracy")])
 def test_ablation_objectives(inputs, tmp_path, objective, key):
-    _run(inputs, tmp_path, objective=objective, gradient_accumulation_steps=2,
-         num_train_steps=3)
-    results = read_eval_results(tmp_path / "eval_results.txt")
+    records = inputs[0] if objective != "ltr" else write_pretraining_records(
+        tmp_path / "unmasked.tfrecord", 96, masked=False)  # as --masked_lm_prob=0 writes them
+    _run(inputs, tmp_path / "out", objective=objective, gradient_accumulation_steps=2,
+         num_train_steps=3, input_file=records)
+    results = read_eval_results(tmp_path / "out" / "eval_results.txt")
     assert key in results and "next_sentence_accuracy" not in results
     assert results["global_step"] == 3
 
@@ -218,3 +220,32 @@ def test_a_vocabulary_larger_than_the_config_is_refused(inputs, tmp_path):
             f"{vocab} holds 65 tokens, more than vocab_size=64 of {inputs[1]}")):
         run_main("run_pretraining.py", _arguments(inputs, tmp_path / "out", vocab_file=vocab))
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_a_second_run_into_a_live_runs_folder_is_refused_and_the_first_finishes(inputs,
+                                                                                 tmp_path):
+    from absl import flags
+
+    import run_pretraining
+    from cli import runner_flags
+    from core import run_folder
+
+    first = subprocess.Popen(_command(inputs, tmp_path, num_train_steps=60, do_eval=False),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / run_folder.LOCK_NAME
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.read_text()):
+        assert first.poll() is None, "the first run ended before it held its folder"
+        assert time.monotonic() < deadline, "the first run never locked its folder"
+        time.sleep(0.05)
+    values = flags.FlagValues()
+    run_pretraining.define_flags(values)
+    values(["run_pretraining.py", *_command(inputs, tmp_path)[2:]])
+    files, run, *_ = run_pretraining.configs_from_flags(values)
+    with pytest.raises(run_folder.FolderInUse,
+                       match=f"^{tmp_path} is in use by another run \\(PID {first.pid} on "):
+        runner_flags.start_run(values, run, "pretraining:mlm_nsp", files)
+    assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+    assert _newest_checkpoint_step(tmp_path) == 60
+    assert json.loads((tmp_path / run_folder.OWNER_NAME).read_text())["task"] == \
+        "pretraining:mlm_nsp"

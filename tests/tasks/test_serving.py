@@ -1,5 +1,8 @@
 """The SavedModel's in-graph packing gives the inputs training gave: `sentence_pairs.pack`'s."""
 
+import os
+import stat
+
 import pytest
 import tensorflow as tf
 
@@ -81,3 +84,18 @@ def test_exported_model_packs_as_in_training(serving, tmp_path):
     for row, (text_a, text_b) in enumerate(pairs):
         assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
             (text_a, text_b)
+
+
+@pytest.mark.parametrize("mask, expected", [(0o022, 0o755), (0o077, 0o700)])
+def test_exported_folders_follow_the_umask(serving, tmp_path, mask, expected):
+    _, tokenizer = serving
+    previous = os.umask(mask)
+    try:
+        for _ in range(2):  # a second export replaces the first
+            path = export_classifier(_EchoesInputs(), tokenizer, LENGTH, None, pair=False,
+                                     path=str(tmp_path / "saved_model"))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(os.stat(path).st_mode) == expected
+    assert stat.S_IMODE(os.stat(os.path.join(path, "variables")).st_mode) == expected
+    assert sorted(os.listdir(tmp_path)) == ["saved_model"]

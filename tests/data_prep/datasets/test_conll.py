@@ -76,6 +76,17 @@ def test_bad_files_are_named(tmp_path):
         read_conll(write(tmp_path, "word\n", name="one.txt"))
 
 
+def test_a_file_without_the_ner_column_is_named_not_trained_on_its_chunks(tmp_path):
+    path = write(tmp_path, "-DOCSTART- -X- -X-\n\nEU NNP B-NP\nrejects VBZ B-VP\n"
+                           "German JJ B-NP\n", name="train.txt")
+    with pytest.raises(ValueError, match=f"^{path}:3: the tag column \\(column 3 of 3\\) "
+                                         "holds chunk tags \\(NP, VP\\), no entity tags: the "
+                                         "NER column is missing"):
+        read_conll(path)
+    entities = read_conll(write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
+    assert entities[0].tags == ["B-ORG", "O"] and entities[0].columns == 4
+
+
 def test_labels_and_schemes():
     iob1 = [Sentence(["a", "b", "c", "d"], ["I-PER", "I-PER", "B-PER", "O"], 0, "x:1"),
             Sentence(["e", "f"], ["I-LOC", "I-PER"], 0, "x:6")]

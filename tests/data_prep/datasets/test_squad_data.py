@@ -123,6 +123,17 @@ def test_bad_files_name_the_place(tmp_path):
         read_squad_examples(_write(tmp_path, [{"context": CONTEXT, "qas": [two]}]), True, False)
 
 
+def test_a_question_id_used_twice_in_a_file_to_predict_is_refused(tmp_path):
+    path = _write(tmp_path, [{"context": CONTEXT, "qas": [_qa("q1", "bat"), _qa("q2", "bat")]},
+                             {"context": CONTEXT, "qas": [_qa("q1", "Café")]}])
+    with pytest.raises(ValueError, match=r"squad.json: question id 'q1' appears twice, at "
+                                         r"data\[0\]\.paragraphs\[0\]\.qas\[0\] and "
+                                         r"data\[0\]\.paragraphs\[1\]\.qas\[0\]"):
+        read_squad_examples(path, False, False)
+    examples, _ = read_squad_examples(path, True, False)  # training never keys answers by id
+    assert [e.qas_id for e in examples] == ["q1", "q2", "q1"]
+
+
 def test_windows_and_the_max_context_owner_of_each_token(tokenizer):
     assert windows(10, 6, 2) == [(0, 6), (2, 6), (4, 6)]
     # Token 5: window 0 has 5 left / 0 right, window 1 3 / 2, window 2 1 / 4.
