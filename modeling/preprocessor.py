@@ -15,7 +15,8 @@ task's `from_config` need no file, and a `.keras` file stores it compressed.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf

@@ -35,8 +35,8 @@ from modeling.heads import LeftToRightLMHead
 from modeling.preprocessor import ENCODER_INPUTS, BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
-from modeling.text_tasks import (SentenceTextMixin, TextTaskMixin, WordTaggerMixin,
-                                  check_label_names)
+from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
+from modeling.text_tasks import TextTaskMixin
 
 
 @keras.saving.register_keras_serializable(package="bert")
