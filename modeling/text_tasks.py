@@ -51,7 +51,7 @@ class TextTaskMixin:
         """
         if not 0 <= warmup_proportion <= 1:
             raise ValueError(f"warmup_proportion must be in [0, 1], got {warmup_proportion}")
-        self._plan_schedule = optimizer == AUTO
+        self._plan_schedule = isinstance(optimizer, str) and optimizer == AUTO
         self._recipe = {"learning_rate": float(learning_rate),
                         "warmup_proportion": float(warmup_proportion)}
         if self._plan_schedule:  # replaced by `fit`; `evaluate` needs none
@@ -62,8 +62,16 @@ class TextTaskMixin:
                               **kwargs}
         super().compile(optimizer=optimizer, **self._compile_args)
 
+    def get_compile_config(self) -> dict | None:
+        # A planned schedule is saved as the plan, not as its placeholder or its last
+        # run's length, so a reloaded model's next `fit` plans its own again.
+        config = super().get_compile_config()
+        if config is not None and getattr(self, "_plan_schedule", False):
+            config.update(optimizer=AUTO, **self._recipe)
+        return config
+
     def compile_from_config(self, config: dict) -> None:
-        # A saved model's optimizer is a concrete one; Keras skips a custom `compile` otherwise.
+        # Keras skips a custom `compile` when loading unless this is overridden.
         config = keras.saving.deserialize_keras_object(config)
         self.compile(**config)
         if self.built:

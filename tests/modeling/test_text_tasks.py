@@ -46,7 +46,9 @@ class TextClassifierTest(tf.test.TestCase):
         model = self._classifier(label_names=["neg", "pos"])
         model.compile(learning_rate=1e-3)  # a tiny random model learns slowly at 5e-5
         before = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)["loss"]
-        model.fit(TEXTS, LABELS, batch_size=4, epochs=3, verbose=0)
+        history = model.fit(TEXTS, LABELS, batch_size=4, epochs=3, verbose=0,
+                            validation_data=(TEXTS[:4], LABELS[:4]))
+        self.assertLen(history.history["val_loss"], 3)
         after = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)
         self.assertLess(after["loss"], before)
         self.assertIn("accuracy", after)
@@ -92,6 +94,17 @@ class TextClassifierTest(tf.test.TestCase):
         schedule = keras.saving.deserialize_keras_object(
             model.optimizer.get_config()["learning_rate"])
         self.assertEqual((schedule.num_train_steps, schedule.num_warmup_steps), (8, 4))
+
+    def test_a_reloaded_model_keeps_the_plan_not_a_placeholder_schedule(self):
+        model = self._classifier()
+        model.compile(learning_rate=2e-5, warmup_proportion=0.2)
+        path = self.root / "planned.keras"
+        model.save(path)
+        config = keras.saving.load_model(path).get_compile_config()
+        self.assertEqual((config["optimizer"], config["learning_rate"],
+                          config["warmup_proportion"]), ("auto", 2e-5, 0.2))
+        model.compile(optimizer=keras.optimizers.SGD(0.1))
+        self.assertEqual(model.get_compile_config()["optimizer"]["class_name"], "SGD")
 
     def test_models_are_built_when_returned(self):
         model = self._classifier()
