@@ -25,6 +25,8 @@ class SentenceTextMixin(TextTaskMixin):
         if getattr(self, "both_orders", False):
             raise ValueError("a both_orders model takes packed [batch, 2, seq] inputs")
         texts_a, texts_b = split_segments(x)
+        if texts_a.shape.rank == 0:
+            raise ValueError("give a list of texts (or of pairs), not a single one")
         inputs = texts_a if texts_b is None else (texts_a, texts_b)
         if y is None:
             return inputs, None

@@ -30,12 +30,12 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
 from modeling.layers.dropout import Dropout
 from modeling.heads import LeftToRightLMHead
 from modeling.preprocessor import ENCODER_INPUTS, BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
-from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
 from modeling.text_tasks import TextTaskMixin
 
 
@@ -242,7 +242,7 @@ class BertMultipleChoice(_FineTuningModel):
                                        dtype=self.dtype_policy)
         if causal:
             self.encoder.pooler.trainable = False  # each choice is read at its last token
-        self._trace_shapes((None, 4, None))
+        self._trace_shapes((None, 4, None))  # SWAG's four choices; any count works when called
 
     def call(self, features, training=None):
         flat, choices = _flatten_choices(features)

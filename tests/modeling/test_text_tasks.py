@@ -121,6 +121,8 @@ class TextClassifierTest(tf.test.TestCase):
         self.assertIsNone(packed_only.preprocessor)
         with self.assertRaisesRegex(ValueError, r"no preprocessor.*sequence_length=N"):
             packed_only.predict(TEXTS)
+        with self.assertRaisesRegex(ValueError, "a list of texts .* not a single one"):
+            self._classifier().predict("a fine film")
         with self.assertRaisesRegex(ValueError, "3 label_names for 2 labels"):
             self._classifier(label_names=["a", "b", "c"])
         model = self._classifier(label_names=["neg", "pos"])
