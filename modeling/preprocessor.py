@@ -85,14 +85,9 @@ class BertPreprocessor(keras.layers.Layer):
         `word_labels` at those positions and -1 elsewhere (no loss there).
         """
         with tf.device("cpu"):
-            pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
-            no_piece = tf.cast(pieces.row_lengths() == 0, tf.int64)
-            unknown = tf.RaggedTensor.from_row_lengths(
-                tf.fill([tf.reduce_sum(no_piece)], self.tokenizer.unk_id), no_piece)
-            pieces = tf.concat([pieces, unknown], axis=1)
-            tokens = tf.RaggedTensor.from_nested_row_splits(
-                pieces.flat_values, (words.row_splits, pieces.row_splits)).merge_dims(1, 2)
-            first_piece = pieces.row_splits[:-1]  # of each word, in the flat token list
+            word_pieces = self._word_pieces(words)
+            tokens = word_pieces.merge_dims(1, 2)
+            first_piece = word_pieces.values.row_splits[:-1]  # in the flat list of sub-tokens
             start = first_piece - tf.repeat(tokens.row_splits[:-1], words.row_lengths())
             kept = start < self.sequence_length - 2
             starts = words.with_flat_values(tf.where(kept, tf.cast(start, tf.int32) + 1, -1))
@@ -108,6 +103,31 @@ class BertPreprocessor(keras.layers.Layer):
             labels = tf.concat([edge, labels, edge], axis=1).to_tensor(
                 -1, shape=[None, self.sequence_length])
             return packed, starts, labels
+
+    def pack_question_words(self, questions: tf.Tensor, context_words: tf.RaggedTensor
+                            ) -> tuple[dict[str, tf.Tensor], tf.RaggedTensor]:
+        """`[CLS] question [SEP] context [SEP]`, the context given as words [N, (words)].
+
+        Each context word is tokenized alone, as the SQuAD runner does, so an
+        answer span maps back to whole words. Also returns the context's
+        sub-tokens by word [N, (words), (pieces)], before truncation.
+        """
+        with tf.device("cpu"):
+            question_ids, _ = self.tokenizer.tokenize_batch(questions)
+            word_pieces = self._word_pieces(context_words)
+            return pack_ragged(question_ids, word_pieces.merge_dims(1, 2), self.sequence_length,
+                               self.tokenizer.cls_id, self.tokenizer.sep_id), word_pieces
+
+    def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+        """Sub-tokens of each word [N, (words), (pieces)]; a word with none becomes [UNK],
+        as in the runners, so every word keeps a position."""
+        pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
+        no_piece = tf.cast(pieces.row_lengths() == 0, tf.int64)
+        unknown = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(no_piece)], self.tokenizer.unk_id), no_piece)
+        pieces = tf.concat([pieces, unknown], axis=1)
+        return tf.RaggedTensor.from_nested_row_splits(
+            pieces.flat_values, (words.row_splits, pieces.row_splits))
 
     def compute_output_spec(self, inputs) -> dict[str, keras.KerasTensor]:
         return {key: keras.KerasTensor((None, self.sequence_length), "int32")

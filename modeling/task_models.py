@@ -36,6 +36,7 @@ from modeling.heads import LeftToRightLMHead
 from modeling.preprocessor import ENCODER_INPUTS, BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
+from modeling.span_text import SpanTextMixin
 from modeling.text_tasks import TextTaskMixin
 
 
@@ -257,7 +258,7 @@ class BertMultipleChoice(_FineTuningModel):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertSpanModel(_FineTuningModel):
+class BertSpanModel(SpanTextMixin, _FineTuningModel):
     """SQuAD: start and end logits per position (the paper's vectors S and E).
 
     `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertClassifier, BertTokenTagger, load_preprocessor
+from modeling import BertClassifier, BertSpanModel, BertTokenTagger, load_preprocessor, span_text
 from modeling.optimization import BertAdamW, WarmupLinearDecay
 from tests.fixtures import REPO
 from tests.modeling.tiny_folder import tiny_folder
+from text.sentence_pairs import pack_ids
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot", "the film is great",
          "the plot was dull", "fine acting", "a boring film"]
@@ -203,3 +204,52 @@ class TextTaggerTest(tf.test.TestCase):
         self.assertContainsSubset({tag for row in tags for tag in row if tag}, set(TAG_NAMES))
         with self.assertRaisesRegex(ValueError, "sentence 1 has 3 words but 2 tags"):
             model.fit(SENTENCES, [TAGS[0], TAGS[1][:2], TAGS[2]], verbose=0)
+
+
+class TextSpanTest(tf.test.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = Path(cls.enterClassContext(tempfile.TemporaryDirectory()))
+        cls.folder = tiny_folder(cls.root)
+
+    def test_question_and_context_words_pack_as_the_runner(self):
+        preprocessor = load_preprocessor(self.folder, sequence_length=12)
+        questions = ["who sat?", "where does john live?"]
+        contexts = [["the", "cat", "sat", "unbelievable"], ["john", "lives", "in", "paris"]]
+        packed, word_pieces = preprocessor.pack_question_words(
+            tf.constant(questions), tf.ragged.constant(contexts))
+        tokenizer = preprocessor.tokenizer
+        expected = pack_ids(tokenizer(questions).to_list(),
+                            [tokenizer([" ".join(words)]).to_list()[0] for words in contexts],
+                            12, tokenizer.cls_id, tokenizer.sep_id)
+        for key in expected:
+            self.assertAllEqual(packed[key], expected[key], msg=key)
+        self.assertEqual(word_pieces.row_lengths(axis=2).to_list(), [[1, 1, 1, 3], [1, 1, 1, 1]])
+
+    def test_best_span_keeps_order_and_length(self):
+        start = np.array([0.0, 5.0, 1.0, 0.0])
+        end = np.array([8.0, 0.0, 1.0, 4.0])
+        self.assertEqual(span_text.best_span(start, end, 30), (1, 3))  # not (1, 0): end first
+        self.assertEqual(span_text.best_span(start, end, 2), (0, 0))  # (1, 3) is 3 long
+
+    def test_answers_are_whole_words_of_the_context(self):
+        model = BertSpanModel.from_pretrained(self.folder, sequence_length=16)
+        questions = ["where does john live?", "who sat?", "what?"]
+        contexts = ["John lives in Paris, the cat sat on the mat.",
+                    "The  cat sat\ton the mat unbelievably often.", ""]
+        answers = model.predict_answers(questions, contexts)
+        self.assertLen(answers, 3)
+        for answer, context in zip(answers[:2], contexts):
+            self.assertNotEmpty(answer)
+            self.assertIn(answer, context)
+            begin = context.index(answer)
+            self.assertTrue(begin == 0 or context[begin - 1].isspace())
+            end = begin + len(answer)
+            self.assertTrue(end == len(context) or context[end].isspace())
+        self.assertEqual(answers[2], "")
+        self.assertEqual([len(answer.split()) for answer in model.predict_answers(
+            questions[:2], contexts[:2], max_answer_length=1)], [1, 1])
+        with self.assertRaisesRegex(ValueError, "raw text is for prediction"):
+            model.fit((questions, contexts), [0, 1, 2], verbose=0)
