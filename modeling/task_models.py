@@ -115,17 +115,26 @@ class _FineTuningModel(TextTaskMixin, keras.Model):
         # Every weight exists once __init__ returns; a `.keras` reload calls this.
         self.built = True
 
-    def _trace_shapes(self, input_shape: tuple) -> None:
-        """Runs `call` once on symbolic inputs, at the end of each subclass's __init__.
+    def _finish_build(self, input_shape: tuple) -> None:
+        """Marks the model built, at the end of each subclass's __init__.
 
-        Every weight already exists; tracing records each layer's output
-        shape, so `summary()` shows shapes and `count_params()` works on a
-        model fresh from `from_pretrained` or `from_config`.
+        Every weight already exists, so `count_params()` works on a model
+        fresh from `from_pretrained` or `from_config`. `summary()` runs `call`
+        once on symbolic inputs of `input_shape` first, which records each
+        layer's output shape; a second or so for BERT-Base, so not paid by
+        every construction.
         """
         if self.preprocessor is not None:
             input_shape = (*input_shape[:-1], self.preprocessor.sequence_length)
-        self.call({key: keras.KerasTensor(input_shape, "int32") for key in ENCODER_INPUTS})
+        self._summary_input_shape = input_shape
         self.built = True
+
+    def summary(self, *args, **kwargs):
+        if self._summary_input_shape is not None:
+            self.call({key: keras.KerasTensor(self._summary_input_shape, "int32")
+                       for key in ENCODER_INPUTS})
+            self._summary_input_shape = None
+        return super().summary(*args, **kwargs)
 
     def _head_config(self) -> dict:
         return {}
@@ -195,7 +204,7 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
                         if self.lm_aux_weight else None)
         if causal or bilstm_units:
             self.encoder.pooler.trainable = False  # the summary is not [CLS]'s pooled vector
-        self._trace_shapes((None, 2, None) if both_orders else (None, None))
+        self._finish_build((None, 2, None) if both_orders else (None, None))
 
     def _head_config(self) -> dict:
         return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight,
@@ -243,7 +252,7 @@ class BertMultipleChoice(_FineTuningModel):
                                        dtype=self.dtype_policy)
         if causal:
             self.encoder.pooler.trainable = False  # each choice is read at its last token
-        self._trace_shapes((None, 4, None))  # SWAG's four choices; any count works when called
+        self._finish_build((None, 4, None))  # SWAG's four choices; any count works when called
 
     def call(self, features, training=None):
         flat, choices = _flatten_choices(features)
@@ -274,7 +283,7 @@ class BertSpanModel(SpanTextMixin, _FineTuningModel):
         self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
                                      name="span", dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # spans read the sequence output only
-        self._trace_shapes((None, None))
+        self._finish_build((None, None))
 
     def _head_config(self) -> dict:
         return {"bilstm_units": self.bilstm_units}
@@ -311,7 +320,7 @@ class BertTokenTagger(WordTaggerMixin, _FineTuningModel):
         self.tagger = OutputProjection(num_labels, width, config.initializer_range, "ner",
                                        name="tagger", dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # tags read the sequence output only
-        self._trace_shapes((None, None))
+        self._finish_build((None, None))
 
     def _head_config(self) -> dict:
         return {"num_labels": self.num_labels, "bilstm_units": self.bilstm_units,
