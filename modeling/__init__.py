@@ -10,5 +10,6 @@ from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanMo
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
-           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger", "FeatureTagger", "load_config",
-           "load_encoder", "load_preprocessor", "load_task_model", "load_tokenizer"]
+           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
+           "FeatureTagger", "load_config", "load_encoder", "load_preprocessor",
+           "load_task_model", "load_tokenizer"]

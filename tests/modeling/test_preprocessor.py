@@ -1,4 +1,4 @@
-"""The preprocessor layer: raw strings and pairs -> the runners' packed ids, in and out of graphs."""
+"""The preprocessor layer: raw strings and pairs -> the runners' packed ids, in graphs too."""
 
 import json
 import tempfile

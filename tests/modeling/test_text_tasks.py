@@ -1,4 +1,4 @@
-"""Task models on raw text: compile defaults, fit/evaluate/predict on strings, label names, reload."""
+"""Task models on raw text: compile defaults, fit/predict on strings, label names, reload."""
 
 import json
 import os
