@@ -3,11 +3,13 @@
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
+from modeling.preprocessor import BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_config, load_encoder, load_task_model, load_tokenizer
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
-           "BertPretrainer", "BertSpanModel", "BertTokenTagger", "FeatureTagger", "load_config",
-           "load_encoder", "load_task_model", "load_tokenizer"]
+           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
+           "FeatureTagger", "load_config", "load_encoder", "load_preprocessor",
+           "load_task_model", "load_tokenizer"]

@@ -30,12 +30,14 @@ from keras import ops
 
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
 from modeling.layers.dropout import Dropout
 from modeling.heads import LeftToRightLMHead
+from modeling.preprocessor import ENCODER_INPUTS, BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
-
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+from modeling.span_text import SpanTextMixin
+from modeling.text_tasks import TextTaskMixin
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -75,33 +77,64 @@ class OutputProjection(keras.layers.Layer):
         return config
 
 
-class _FineTuningModel(keras.Model):
+class _FineTuningModel(TextTaskMixin, keras.Model):
     """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
 
     The config holds the BERT hyperparameters as a plain dict plus each
     subclass's own arguments (`_head_config`), so a `.keras` file rebuilds the
-    same network without pickling a `BertConfig`.
+    same network without pickling a `BertConfig`. An optional `preprocessor`
+    (`BertPreprocessor`) lets `fit`/`predict` take raw text (`TextTaskMixin`);
+    it travels in the config, so a `.keras` file keeps it.
     """
 
-    def __init__(self, config: BertConfig, causal: bool = False, **kwargs):
+    def __init__(self, config: BertConfig, causal: bool = False,
+                 preprocessor: BertPreprocessor | dict | None = None, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         self.causal = causal
+        if isinstance(preprocessor, dict):
+            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+        self.preprocessor = preprocessor
         self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> "_FineTuningModel":
+    def from_pretrained(cls, path: str | os.PathLike, sequence_length: int | None = None,
+                        do_lower_case: bool | None = None, **kwargs: Any) -> "_FineTuningModel":
         """This model on the encoder (or whole fine-tuned model) saved in `path`.
 
         `path` is any folder or checkpoint `--init_checkpoint` takes; see
-        `modeling.pretrained.load_task_model` for `kwargs`.
+        `modeling.pretrained.load_task_model` for `kwargs`. A `sequence_length`
+        attaches the folder's preprocessor, so the model takes raw text.
         """
+        if sequence_length is not None:
+            kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
         return load_task_model(cls, path, **kwargs)
 
     def build(self, input_shape=None):
         # Every weight exists once __init__ returns; a `.keras` reload calls this.
         self.built = True
+
+    def _finish_build(self, input_shape: tuple) -> None:
+        """Marks the model built, at the end of each subclass's __init__.
+
+        Every weight already exists, so `count_params()` works on a model
+        fresh from `from_pretrained` or `from_config`. `summary()` runs `call`
+        once on symbolic inputs of `input_shape` first, which records each
+        layer's output shape; a second or so for BERT-Base, so not paid by
+        every construction.
+        """
+        if self.preprocessor is not None:
+            input_shape = (*input_shape[:-1], self.preprocessor.sequence_length)
+        self._summary_input_shape = input_shape
+        self.built = True
+
+    def summary(self, *args, **kwargs):
+        if self._summary_input_shape is not None:
+            self.call({key: keras.KerasTensor(self._summary_input_shape, "int32")
+                       for key in ENCODER_INPUTS})
+            self._summary_input_shape = None
+        return super().summary(*args, **kwargs)
 
     def _head_config(self) -> dict:
         return {}
@@ -109,6 +142,8 @@ class _FineTuningModel(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update(config=self.config.to_dict(), causal=self.causal, **self._head_config())
+        if self.preprocessor is not None:
+            config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
         return config
 
     @classmethod
@@ -134,7 +169,7 @@ class _FineTuningModel(keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertClassifier(_FineTuningModel):
+class BertClassifier(SentenceTextMixin, _FineTuningModel):
     """Sentence (pair) classification: K logits, or one score for regression (STS-B).
 
     `bilstm_units > 0` reads the sequence with a randomly initialized
@@ -144,7 +179,7 @@ class BertClassifier(_FineTuningModel):
 
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
                  lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
-                 **kwargs):
+                 label_names: list[str] | None = None, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         super().__init__(config, causal=causal, **kwargs)
         if num_labels < 1:
@@ -155,6 +190,7 @@ class BertClassifier(_FineTuningModel):
             raise ValueError("both_orders is GPT's similarity input for the left-to-right "
                              "model (causal=True); a bidirectional model sees both texts")
         self.num_labels = num_labels
+        self.label_names = check_label_names(label_names, num_labels)
         self.lm_aux_weight = float(lm_aux_weight)
         self.both_orders = both_orders
         self.bilstm_units = bilstm_units
@@ -168,10 +204,12 @@ class BertClassifier(_FineTuningModel):
                         if self.lm_aux_weight else None)
         if causal or bilstm_units:
             self.encoder.pooler.trainable = False  # the summary is not [CLS]'s pooled vector
+        self._finish_build((None, 2, None) if both_orders else (None, None))
 
     def _head_config(self) -> dict:
         return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight,
-                "both_orders": self.both_orders, "bilstm_units": self.bilstm_units}
+                "both_orders": self.both_orders, "bilstm_units": self.bilstm_units,
+                "label_names": self.label_names}
 
     def call(self, features, training=None):
         if self.both_orders:  # [batch, 2, seq]: (a, b) and (b, a), one sequence each
@@ -214,6 +252,7 @@ class BertMultipleChoice(_FineTuningModel):
                                        dtype=self.dtype_policy)
         if causal:
             self.encoder.pooler.trainable = False  # each choice is read at its last token
+        self._finish_build((None, 4, None))  # SWAG's four choices; any count works when called
 
     def call(self, features, training=None):
         flat, choices = _flatten_choices(features)
@@ -228,7 +267,7 @@ class BertMultipleChoice(_FineTuningModel):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertSpanModel(_FineTuningModel):
+class BertSpanModel(SpanTextMixin, _FineTuningModel):
     """SQuAD: start and end logits per position (the paper's vectors S and E).
 
     `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
@@ -244,6 +283,7 @@ class BertSpanModel(_FineTuningModel):
         self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
                                      name="span", dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # spans read the sequence output only
+        self._finish_build((None, None))
 
     def _head_config(self) -> dict:
         return {"bilstm_units": self.bilstm_units}
@@ -261,26 +301,30 @@ class BertSpanModel(_FineTuningModel):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTokenTagger(_FineTuningModel):
+class BertTokenTagger(WordTaggerMixin, _FineTuningModel):
     """Token tagging (NER): K logits at every position, no CRF, as the paper.
 
     `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
     the encoder and the tags (Table 5's "+ BiLSTM"), fine-tuned with it.
     """
 
-    def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0, **kwargs):
+    def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
+                 label_names: list[str] | None = None, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
         super().__init__(config, **kwargs)
         self.num_labels = num_labels
+        self.label_names = check_label_names(label_names, num_labels)
         self.bilstm_units = bilstm_units
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
         width = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.tagger = OutputProjection(num_labels, width, config.initializer_range, "ner",
                                        name="tagger", dtype=self.dtype_policy)
         self.encoder.pooler.trainable = False  # tags read the sequence output only
+        self._finish_build((None, None))
 
     def _head_config(self) -> dict:
-        return {"num_labels": self.num_labels, "bilstm_units": self.bilstm_units}
+        return {"num_labels": self.num_labels, "bilstm_units": self.bilstm_units,
+                "label_names": self.label_names}
 
     def call(self, features, training=None):
         sequence = self.encode(features, training)["sequence_output"]

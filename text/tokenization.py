@@ -67,6 +67,13 @@ def load_vocab(vocab_file: str, required_tokens: Sequence[str] = ()) -> list[str
     tokens = [line.strip() for line in read_utf8_lines(vocab_file)]
     while tokens and not tokens[-1]:
         tokens.pop()
+    check_vocab(tokens, vocab_file, required_tokens)
+    return tokens
+
+
+def check_vocab(tokens: Sequence[str], vocab_file: str,
+                required_tokens: Sequence[str] = ()) -> None:
+    """The checks of `load_vocab` on tokens already in memory; `vocab_file` names their source."""
     if not tokens:
         raise ValueError(f"vocab file {vocab_file} holds no tokens")
     blank = [index + 1 for index, token in enumerate(tokens) if not token]
@@ -84,7 +91,6 @@ def load_vocab(vocab_file: str, required_tokens: Sequence[str] = ()) -> list[str
     for token in (UNK_TOKEN, *required_tokens):
         if token not in first_line:
             raise _missing_token(vocab_file, token)
-    return tokens
 
 
 def _missing_token(vocab_file: str, token: str) -> ValueError:
@@ -111,9 +117,14 @@ class FullTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True, name: str | None = None,
-                 required_tokens: Sequence[str] = PACKING_TOKENS):
+                 required_tokens: Sequence[str] = PACKING_TOKENS,
+                 tokens: Sequence[str] | None = None):
         super().__init__(name=name)
-        tokens = load_vocab(vocab_file, required_tokens)
+        if tokens is None:
+            tokens = load_vocab(vocab_file, required_tokens)
+        else:  # a vocabulary kept elsewhere (a Keras layer's config); `vocab_file` names it
+            tokens = list(tokens)
+            check_vocab(tokens, vocab_file, required_tokens)
         self.vocab_file = str(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self._index = _Vocabulary(tokens)
@@ -163,6 +174,16 @@ class FullTokenizer(tf.Module):
     @property
     def vocab_size(self) -> int:
         return len(self._index.ids)
+
+    def __call__(self, texts: str | Sequence[str] | tf.Tensor) -> tf.Tensor | tf.RaggedTensor:
+        """Token ids: [N, (tokens)] ragged for a batch of texts, [tokens] for one str.
+
+        Calling the tokenizer is how Keras tokenizers are used; `tokenize_batch`
+        also gives word indices, `tokenize` token strings.
+        """
+        if isinstance(texts, str):
+            return self.tokenize_batch(tf.constant([texts]))[0][0]
+        return self.tokenize_batch(tf.convert_to_tensor(texts, tf.string))[0]
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece tokens of one text, as the original `FullTokenizer.tokenize`."""

@@ -1,0 +1,156 @@
+"""The classifier and the tagger on raw text: labels in by name or index, names out.
+
+A model given `label_names` (the order of its output units) reads labels
+given as names and answers with names, so a fine-tuned model reloaded from
+its folder speaks the task's own labels rather than bare indices.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from modeling.preprocessor import split_segments
+from modeling.text_tasks import TextTaskMixin
+
+
+class SentenceTextMixin(TextTaskMixin):
+    """Raw text for the classifier: strings or pairs in, label names (or indices) out."""
+
+    num_labels: int
+    label_names: list[str] | None
+
+    def _text_columns(self, x, y) -> tuple:
+        if getattr(self, "both_orders", False):
+            raise ValueError("a both_orders model takes packed [batch, 2, seq] inputs")
+        texts_a, texts_b = split_segments(x)
+        if texts_a.shape.rank == 0:
+            raise ValueError("give a list of texts (or of pairs), not a single one")
+        inputs = texts_a if texts_b is None else (texts_a, texts_b)
+        if y is None:
+            return inputs, None
+        dtype = "float32" if self.num_labels == 1 else "int32"
+        return inputs, tf.constant(label_ids(y, self.label_names), dtype)
+
+    def _preprocess_batch(self, x, y=None, sample_weight=None):
+        return _with_targets(self.preprocessor(x), y, sample_weight)
+
+    def default_loss(self) -> keras.losses.Loss:
+        if self.num_labels == 1:
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self) -> list:
+        return [] if self.num_labels == 1 else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
+    def predict_labels(self, x, batch_size: int | None = None) -> list:
+        """The predicted label of each text: its name if the model has `label_names`,
+        else its index; the score itself for regression (one label)."""
+        scores = self.predict(x, batch_size=batch_size, verbose=0)
+        if self.num_labels == 1:
+            return scores.tolist()
+        return label_outputs(np.argmax(scores, axis=-1).tolist(), self.label_names)
+
+
+class WordTaggerMixin(TextTaskMixin):
+    """Raw text for the tagger: sentences as lists of words in, one tag per word out.
+
+    A word's tag is read at its first sub-token, as the runners train and
+    score it; the other positions carry no loss (sample weight 0).
+    """
+
+    num_labels: int
+    label_names: list[str] | None
+
+    def _text_columns(self, x, y) -> tuple:
+        words = ragged_words(x)
+        if y is None:
+            return words, None
+        if len(y) != len(x):
+            raise ValueError(f"{len(x)} sentences but {len(y)} tag lists")
+        for index, (sentence, tags) in enumerate(zip(x, y)):
+            if len(sentence) != len(tags):
+                raise ValueError(f"sentence {index} has {len(sentence)} words but "
+                                 f"{len(tags)} tags")
+        ids = label_ids([tag for tags in y for tag in tags], self.label_names)
+        return words, words.with_flat_values(tf.constant(ids, tf.int32))
+
+    def _preprocess_batch(self, words, tags=None, sample_weight=None):
+        packed, _, labels = self.preprocessor.pack_words(words, tags)
+        if tags is None:
+            return packed
+        weights = tf.cast(labels >= 0, tf.float32)
+        if sample_weight is not None:
+            weights *= tf.cast(sample_weight, tf.float32)[:, None]
+        return packed, tf.maximum(labels, 0), weights
+
+    def default_loss(self) -> keras.losses.Loss:
+        # The mean over labelled sub-tokens, as `tagging_loss`: weights are 0 elsewhere.
+        return keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+
+    def default_weighted_metrics(self) -> list:
+        return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
+    def predict_labels(self, x, batch_size: int | None = None) -> list[list]:
+        """Each sentence's tags, one per word (name or index); None for a word cut off
+        by `sequence_length`, so the output lines up with the input words."""
+        logits = self.predict(x, batch_size=batch_size, verbose=0)
+        _, starts, _ = self.preprocessor.pack_words(ragged_words(x))
+        tags = []
+        for row, positions in enumerate(starts.to_list()):
+            best = np.argmax(logits[row], axis=-1)
+            indices = [int(best[p]) if p >= 0 else None for p in positions]
+            tags.append([None if i is None else label_outputs([i], self.label_names)[0]
+                         for i in indices])
+        return tags
+
+
+def ragged_words(sentences) -> tf.RaggedTensor:
+    """Sentences as lists of words -> [N, (words)] strings (empty sentences allowed)."""
+    if isinstance(sentences, tf.RaggedTensor):
+        return sentences
+    for index, sentence in enumerate(sentences):
+        if isinstance(sentence, (str, bytes)) or not all(
+                isinstance(word, (str, bytes)) for word in sentence):
+            raise TypeError(f"sentence {index}: a tagger takes each sentence as a list of "
+                            "words (str)")
+    return tf.RaggedTensor.from_row_lengths(
+        tf.constant([word for sentence in sentences for word in sentence], tf.string),
+        [len(sentence) for sentence in sentences])
+
+
+def label_ids(labels, label_names: list[str] | None) -> list:
+    """Labels given as names (when the model has `label_names`) or as indices, as indices."""
+    labels = list(np.asarray(labels).tolist()) if not isinstance(labels, list) else labels
+    if label_names is None or not any(isinstance(label, str) for label in labels):
+        return labels
+    index = {name: position for position, name in enumerate(label_names)}
+    unknown = sorted({label for label in labels if label not in index})
+    if unknown:
+        raise ValueError(f"labels {', '.join(map(repr, unknown[:5]))} are not among the "
+                         f"model's label_names {label_names}")
+    return [index[label] for label in labels]
+
+
+def label_outputs(indices: list[int], label_names: list[str] | None) -> list:
+    return indices if label_names is None else [label_names[i] for i in indices]
+
+
+def check_label_names(label_names, num_labels: int) -> list[str] | None:
+    """`label_names` as a list, checked against the head's size."""
+    if label_names is None:
+        return None
+    names = list(label_names)
+    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
+        raise ValueError(f"label_names must be distinct strings, got {names}")
+    if len(names) != num_labels:
+        raise ValueError(f"{len(names)} label_names for {num_labels} labels: {names}")
+    return names
+
+
+def _with_targets(features, y, sample_weight):
+    if y is None:
+        return features
+    return (features, y) if sample_weight is None else (features, y, sample_weight)

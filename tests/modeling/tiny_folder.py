@@ -1,0 +1,25 @@
+"""A tiny model folder with a real vocabulary, for the raw-text tests."""
+
+from pathlib import Path
+
+from modeling.checkpoints import export_google_checkpoint
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from tests.fixtures import TINY_CONFIG, write_tiny_config
+
+WORDS = ["the", "a", "film", "fine", "dull", "great", "boring", "plot", "acting", "is", "was",
+         "cat", "sat", "on", "mat", "john", "lives", "in", "paris", "what", "where", "who",
+         "un", "##believ", "##able", "##s", ".", ",", "?", "!"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+VOCAB += [f"[unused{index}]" for index in range(TINY_CONFIG["vocab_size"] - len(VOCAB))]
+
+
+def tiny_folder(root: Path, name: str = "tiny") -> Path:
+    """Google's layout: bert_config.json, vocab.txt (uncased) and a random encoder checkpoint."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    write_tiny_config(folder / "bert_config.json")
+    export_google_checkpoint(BertEncoder(BertConfig.from_dict(TINY_CONFIG)),
+                             folder / "bert_model.ckpt")
+    return folder
