@@ -1,4 +1,4 @@
-"""Faults from outside the program end a run with one line: a full disk, a file-size limit, a signal.
+"""Faults from outside the program end a run with one line: full disk, file-size limit, signal.
 
 A user who fills the disk, runs under `ulimit -f` or presses Ctrl-C has
 done nothing wrong and can fix nothing in the code: a traceback only hides
@@ -55,7 +55,7 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt."""
 
 
-def note_resume_point(description: str) -> None:
+def note_resume_point(description: str | None) -> None:
     """Records what a rerun would resume from (e.g. "the newest checkpoint is out/ckpt-8"),
     for the line a run stopped by a fault ends with."""
     global _resume_point
