@@ -126,7 +126,7 @@ class Trainer:
             try:
                 self._restorable_checkpoint().restore(
                     self.restored_from).assert_existing_objects_matched()
-            except IndexError as error:  # TensorFlow's short read of a data file cut short
+            except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
                 raise damaged_checkpoint_error(self.restored_from, error) from None
             except (AssertionError, ValueError, tf.errors.OpError) as error:
                 raise ValueError(

@@ -412,12 +412,20 @@ def test_a_save_without_room_names_the_checkpoint_and_leaves_no_temporary(tmp_pa
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
 
 
-def test_resuming_from_a_cut_checkpoint_names_its_data_file(tmp_path):
+@pytest.mark.parametrize("damage", ["cut", "flipped byte"])
+def test_resuming_from_a_damaged_checkpoint_names_its_data_file(tmp_path, damage):
     trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
     trainer.train(data, 2)
     trainer.save()
     data_file = tmp_path / "ckpt-2.data-00000-of-00001"
-    os.truncate(data_file, 300)
-    with pytest.raises(CheckpointError, match=f"^{re.escape(str(data_file))} is cut short: it "
-                                              "ends at byte 300, before the end of the tensors"):
+    if damage == "cut":
+        os.truncate(data_file, 300)
+        expected = f"^{re.escape(str(data_file))} is cut short: it ends at byte 300, before"
+    else:
+        content = bytearray(data_file.read_bytes())
+        content[40] ^= 0xFF
+        data_file.write_bytes(content)
+        expected = (f"^damaged data in {re.escape(str(data_file))} \\({len(content)} bytes\\); "
+                    "TensorFlow: .*Checksum does not match")
+    with pytest.raises(CheckpointError, match=expected):
         _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
