@@ -93,7 +93,7 @@ def tpu_address(tpu: str | None) -> str | None:
 def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrategy:
     """Resolves, connects to and initializes the TPU, giving up after `timeout_s`."""
     tpu = tpu_address(tpu)
-    if tpu and tpu.startswith("grpc://"):
+    if tpu and tpu.startswith("grpc://") and _HOST_PORT.match(tpu.removeprefix("grpc://")):
         _check_reachable(tpu, timeout_s)
     outcome: dict[str, object] = {}
 
@@ -128,8 +128,9 @@ def _check_reachable(address: str, timeout_s: float) -> None:
     host, _, port = address.removeprefix("grpc://").rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError as error:
-        reason = "timed out" if isinstance(error, TimeoutError) else error.strerror or error
+    except (OSError, OverflowError) as error:  # OverflowError: a port past 65535
+        reason = "timed out" if isinstance(error, TimeoutError) else (
+            getattr(error, "strerror", None) or error)
         raise ConnectionError(f"could not reach a TPU at {address} within {timeout_s:g} s "
                               f"(--tpu_timeout_s={timeout_s:g}): {reason}; check --tpu and that "
                               "the TPU is running and reachable from this machine") from None
