@@ -1,10 +1,11 @@
-"""The runners' entry point: user errors as one line and exit status 1, not a traceback.
+"""The runners' entry point: user errors and outside faults as one line, not a traceback.
 
 Runners raise ValueError / OSError (and their subclasses) for anything a
 user can fix: a missing file, a malformed line, a bad flag value. The entry
 point turns those into one line on stderr that names the problem, and exit
-status 1, instead of a traceback; anything else is a bug and keeps its
-traceback.
+status 1, instead of a traceback; so too a full disk, a file-size limit,
+Ctrl-C and SIGTERM (`core.faults`), which also say what a rerun resumes
+from. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Callable
 from absl import app
 
 from cli.host_memory import keep_freed_heap_pages
+from core import faults
 
 
 def run(main: Callable[[list[str]], None]) -> None:
-    """`absl.app.run(main)`, with user errors reported as `prog: error: message`, exit 1.
+    """`absl.app.run(main)`, with user errors reported as `prog: error: message`, exit 1,
+    and outside faults as `core.faults.one_line_endings` reports them.
 
     Before anything runs, malloc is told to keep freed heap pages
     (`cli.host_memory`), which must happen before TensorFlow starts
@@ -27,8 +30,5 @@ def run(main: Callable[[list[str]], None]) -> None:
     """
     keep_freed_heap_pages()
     program = os.path.basename(sys.argv[0])
-    try:
+    with faults.one_line_endings(program):
         app.run(main)
-    except (ValueError, OSError) as error:
-        print(f"{program}: error: {error}", file=sys.stderr)
-        sys.exit(1)

@@ -40,6 +40,7 @@ import sys
 
 from absl import app, flags
 
+from core import faults
 from data_prep.pretraining.instances import InstanceOptions
 from data_prep.pretraining.local import create_pretraining_data
 from data_prep.pretraining.settings import Settings
@@ -104,11 +105,10 @@ def _split(value: str | None) -> tuple[str, ...]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
+    # A rerun skips complete shards: what a full disk or Ctrl-C ends with says so (`core.faults`).
+    faults.note_resume_point("complete shards are kept")
+    with faults.one_line_endings("create_pretraining_data"):
         summary = create_pretraining_data(settings_from_flags())
-    except (ValueError, OSError) as error:
-        print(f"create_pretraining_data: error: {error}", file=sys.stderr)
-        sys.exit(1)
     rate = summary.instances / max(summary.seconds, 1e-9)
     print(f"wrote {summary.instances} instances from {summary.documents} documents to "
           f"{summary.shards_written} shard(s) in {summary.seconds:.1f} s ({rate:.0f} instances/s); "

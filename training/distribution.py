@@ -12,13 +12,17 @@ The strategies differ in how they find their devices:
   plain `host:port`), or the local TPU VM.
 
 Connecting to an address where no TPU listens blocks indefinitely inside
-TensorFlow, so the connection runs in a daemon thread that is abandoned
-after `tpu_timeout_s` with an error naming the address.
+TensorFlow (gRPC retries a refused connection), so a `host:port` address is
+first tried with a plain TCP connection, which fails at once on a closed
+port or an unknown host, and the connection itself runs in a daemon thread
+that is abandoned after `tpu_timeout_s`; either error names the address and
+the timeout.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import threading
 
 import keras
@@ -89,6 +93,8 @@ def tpu_address(tpu: str | None) -> str | None:
 def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrategy:
     """Resolves, connects to and initializes the TPU, giving up after `timeout_s`."""
     tpu = tpu_address(tpu)
+    if tpu and tpu.startswith("grpc://") and _HOST_PORT.match(tpu.removeprefix("grpc://")):
+        _check_reachable(tpu, timeout_s)
     outcome: dict[str, object] = {}
 
     def connect() -> None:
@@ -106,12 +112,28 @@ def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrateg
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise TimeoutError(f"no TPU answered at {where} within {timeout_s:g} s; check --tpu "
-                           "and that the TPU is running and reachable from this machine")
+        raise TimeoutError(f"no TPU answered at {where} within {timeout_s:g} s "
+                           f"(--tpu_timeout_s={timeout_s:g}); check --tpu and that the TPU is "
+                           "running and reachable from this machine")
     if "error" in outcome:
-        raise ConnectionError(f"could not connect to the TPU at {where}: {outcome['error']}; "
+        first_line = (str(outcome["error"]).strip().splitlines() or ["no detail"])[0]
+        raise ConnectionError(f"could not connect to the TPU at {where}: {first_line}; "
                               "check --tpu") from outcome["error"]
     return tf.distribute.TPUStrategy(outcome["resolver"])
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    """Raises ConnectionError, without waiting for `timeout_s`, if nothing accepts TCP
+    connections at the gRPC `address`."""
+    host, _, port = address.removeprefix("grpc://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except (OSError, OverflowError) as error:  # OverflowError: a port past 65535
+        reason = "timed out" if isinstance(error, TimeoutError) else (
+            getattr(error, "strerror", None) or error)
+        raise ConnectionError(f"could not reach a TPU at {address} within {timeout_s:g} s "
+                              f"(--tpu_timeout_s={timeout_s:g}): {reason}; check --tpu and that "
+                              "the TPU is running and reachable from this machine") from None
 
 
 def set_precision(dtype: str = "float32") -> keras.DTypePolicy:

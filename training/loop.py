@@ -41,8 +41,9 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from core import atomic
+from core import atomic, faults
 from modeling.checkpoints import training_checkpoint
+from modeling.checkpoints.readers import damaged_checkpoint_error
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]
@@ -118,10 +119,15 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_dir,
                                                   max_to_keep=max_to_keep)
         self.restored_from = self.manager.latest_checkpoint
+        if self.chief:
+            faults.note_resume_point(f"the newest checkpoint is {self.restored_from}"
+                                     if self.restored_from else "no checkpoint was saved yet")
         if self.restored_from:
             try:
                 self._restorable_checkpoint().restore(
                     self.restored_from).assert_existing_objects_matched()
+            except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
+                raise damaged_checkpoint_error(self.restored_from, error) from None
             except (AssertionError, ValueError, tf.errors.OpError) as error:
                 raise ValueError(
                     f"{checkpoint_dir} holds {self.restored_from}, which does not fit this "
@@ -156,8 +162,20 @@ class Trainer:
         if not bool(self._all_finite()):
             raise TrainingDiverged(self._update(self.step), self._last_good_checkpoint(),
                                    "the weights or optimizer slots hold non-finite values")
-        self.manager.save(checkpoint_number=self.step)
-        if not self.chief:
+        try:
+            saved = self.manager.save(checkpoint_number=self.step)
+        except BaseException as error:
+            # A save cut short (a full disk, Ctrl-C) would leave ckpt-N_temp/ until the next start.
+            remove_save_leftovers(self.checkpoint_dir)
+            no_room = faults.no_room_error(error)
+            if no_room is None:
+                raise
+            # Named as the checkpoint, not as the temporary file TensorFlow was writing.
+            raise OSError(no_room.errno, no_room.strerror, os.path.join(
+                self._chief_checkpoint_dir, f"ckpt-{self.step}")) from None
+        if self.chief:
+            faults.note_resume_point(f"the newest checkpoint is {saved}")
+        else:
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 
     def _replica_step(self, features):

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from typing import Callable, Iterable, Iterator, TextIO
@@ -185,7 +186,12 @@ class _Progress:
 
 
 def _start_worker(vocab_file: str, do_lower_case: bool, needs_mask: bool) -> None:
-    """Pool initializer: one thread per TensorFlow op; the tokenizer built before any chunk."""
+    """Pool initializer: one thread per TensorFlow op; the tokenizer built before any chunk.
+
+    Ctrl-C reaches every process of the terminal's group: the workers ignore
+    it, and the main process, which reports it, stops them.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported in the worker only, where the fork server already loaded it (module docstring).
     import tensorflow as tf
 

@@ -314,7 +314,10 @@ class ShardWriter:
                     self._open[shard] = (shard_stack, handle, 0)
                 shard_stack, handle, written = self._open[shard]
                 with open(staged, "rb") as source:
-                    append_file(source, handle)
+                    try:
+                        append_file(source, handle)
+                    except OSError as error:  # a failed write names no file: name the shard
+                        raise OSError(error.errno, error.strerror, self._outputs[shard]) from None
                 self._open[shard] = (shard_stack, handle, written + count)
                 self.instances += count
                 if chunk == last_chunk_of_shard(shard, self._num_chunks, len(self._outputs)):

@@ -135,11 +135,54 @@ def _newest_checkpoint(folder: str) -> str:
                           f"{newest}.index is missing{hint}")
 
 
+def damaged_checkpoint_error(prefix: str, error: Exception) -> CheckpointError:
+    """Names the data files of `prefix` that TensorFlow's reader found damaged, and their sizes.
+
+    Its own messages name no file (`IndexError: Read less bytes than
+    requested`) or only the prefix (a checksum mismatch). A short read means
+    the file ends before a tensor the index places in it: cut short at its
+    size. A data file is the tensors' bytes one after another, so it should
+    hold at least the bytes of the numeric tensors the index lists.
+    """
+    files = sorted(tf.io.gfile.glob(f"{prefix}.data-*"))
+    sizes = {file: tf.io.gfile.stat(file).length for file in files}
+    detail = (getattr(error, "message", None) or str(error)).strip()
+    if isinstance(error, IndexError) and len(files) == 1:
+        file, size = files[0], sizes[files[0]]
+        needed = _numeric_bytes(prefix)
+        at_least = f" (at least {needed} bytes)" if needed > size else ""
+        where = (f"{file} is cut short: it ends at byte {size}, before the end of the tensors "
+                 f"its index lists{at_least}")
+    else:
+        where = "damaged data in " + (", ".join(f"{file} ({size} bytes)"
+                                                for file, size in sizes.items()) or prefix)
+    return CheckpointError(f"{where}; TensorFlow: {detail}; the checkpoint cannot be read: "
+                           "write it again, or use an older checkpoint")
+
+
+def _numeric_bytes(prefix: str) -> int:
+    """The bytes of the non-string tensors the index of `prefix` lists (0 if unreadable)."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    except (tf.errors.OpError, ValueError):
+        return 0
+    return sum(int(np.prod(shape)) * dtypes[key].size
+               for key, shape in shapes.items() if dtypes[key] != tf.string)
+
+
 def _read_tf_checkpoint(prefix: str) -> CheckpointTensors:
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as error:
         raise CheckpointError(f"{prefix}: unreadable TF checkpoint: {error}") from None
+    try:
+        return _read_tensors(prefix, reader)
+    except (IndexError, tf.errors.OpError) as error:  # short reads, checksum mismatches
+        raise damaged_checkpoint_error(prefix, error) from None
+
+
+def _read_tensors(prefix: str, reader) -> CheckpointTensors:
     keys = reader.get_variable_to_shape_map()
     if _OBJECT_GRAPH_KEY in keys:
         return _read_own(prefix, reader, keys)

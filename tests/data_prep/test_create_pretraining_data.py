@@ -3,8 +3,12 @@
 import io
 import os
 import random
+import re
+import resource
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -14,7 +18,7 @@ from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining.instances import InstanceOptions
 from data_prep.pretraining.local import create_pretraining_data
 from training.input_pipeline import pretraining_feature_spec
-from tests.data_prep.conftest import CLS, SEP, VOCAB, settings_for
+from tests.data_prep.conftest import CLS, SEP, VOCAB, settings_for, write_corpus
 from tests.fixtures import REPO
 
 pytestmark = pytest.mark.slow
@@ -167,6 +171,83 @@ def test_cli_errors_exit_nonzero_and_leave_nothing(corpus, tmp_path, case, messa
     assert result.returncode == 1
     assert message in result.stderr
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def cli_flags_of_settings_for(corpus, output, **changes) -> list[str]:
+    """The command line that `settings_for(corpus, output)` stands for."""
+    folder, vocab = corpus
+    flags = {"input_file": folder / "*.txt", "output_file": output, "vocab_file": vocab,
+             "num_output_shards": 3, "documents_per_chunk": 2, "num_workers": 1,
+             "max_seq_length": 32, "max_predictions_per_seq": 5, "dupe_factor": 3, **changes}
+    return [f"--{name}={value}" for name, value in flags.items()]
+
+
+def test_a_file_size_limit_ends_in_one_line_and_a_rerun_writes_the_same_bytes(corpus, tmp_path):
+    reference = tmp_path / "reference" / "data.tfrecord"
+    create_pretraining_data(settings_for(corpus, reference), io.StringIO())
+    expected = [path.read_bytes() for path in sorted(reference.parent.glob("data-*"))]
+    limit = min(len(shard) for shard in expected) // 2
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    output = tmp_path / "out" / "data.tfrecord"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    limited = subprocess.run(
+        [sys.executable, "-m", "data_prep.create_pretraining_data",
+         *cli_flags_of_settings_for(corpus, output)], cwd=REPO, capture_output=True, text=True,
+        env=env, timeout=300, preexec_fn=limit_file_size)
+    assert limited.returncode == 1, limited.stderr
+    assert "Traceback" not in limited.stderr, limited.stderr
+    assert re.fullmatch(
+        rf"create_pretraining_data: error: cannot write {re.escape(str(output.parent))}/\S+: "
+        r"the file would exceed this process' file-size limit \(ulimit -f\); complete shards "
+        r"are kept; make room \(or raise the limit\), then rerun the same command to resume",
+        limited.stderr.strip().splitlines()[-1]), limited.stderr
+    assert not [path for path in output.parent.iterdir() if path.name.endswith(".partial")]
+
+    rerun = run_cli(*cli_flags_of_settings_for(corpus, output))
+    assert rerun.returncode == 0, rerun.stderr
+    assert [path.read_bytes() for path in sorted(output.parent.glob("data-*"))] == expected
+
+
+def test_ctrl_c_to_the_process_group_ends_in_one_line_and_the_rerun_finishes(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_corpus(folder / "big.txt", 6000, seed=3)
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    output = tmp_path / "out" / "data.tfrecord"
+    flags = cli_flags_of_settings_for((folder, tmp_path / "vocab.txt"), output, num_workers=2,
+                                      documents_per_chunk=16)
+    # A terminal's Ctrl-C reaches the whole process group: the program and its workers. (A
+    # background job starts with SIGINT ignored, and Python then leaves it ignored.)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "data_prep.create_pretraining_data", *flags], cwd=REPO,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        deadline = time.monotonic() + 120
+        while not (output.parent.is_dir() and any(  # the shards' staging folder: work began
+                name.endswith(".partial") for name in os.listdir(output.parent))):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        time.sleep(1.0)
+        os.killpg(process.pid, signal.SIGINT)
+        stderr = process.communicate(timeout=120)[1]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "wrote" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        "create_pretraining_data: interrupted (SIGINT); complete shards are kept; rerun the "
+        "same command to resume")
+    assert not [path for path in output.parent.iterdir() if path.name.endswith(".partial")]
+
+    rerun = run_cli(*flags)
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(list(output.parent.glob("data-*-of-00003.tfrecord"))) == 3
 
 
 def test_vocab_error_from_the_tokenizer_leaves_nothing(corpus, tmp_path):

@@ -6,9 +6,11 @@ process' own TensorFlow runtime, so those cases run in subprocesses.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import types
 
 import keras
@@ -102,21 +104,49 @@ def test_xla_by_default_where_it_was_measured_to_be_faster():
     assert default_jit_compile(gpu, "mixed_float16", 1024)
 
 
-@pytest.mark.parametrize("tpu", ["grpc://127.0.0.1:1", "127.0.0.1:1"])
-def test_unreachable_tpu_times_out_with_a_clear_error(tpu):
-    result = run_python(f"""
-        import time
-        from training.distribution import default_jit_compile, get_strategy
-        start = time.monotonic()
-        try:
-            get_strategy("tpu", tpu="{tpu}", tpu_timeout_s=3)
-        except TimeoutError as error:
-            print(f"{{time.monotonic() - start:.1f}} {{error}}")
-        """, timeout=90)
+@pytest.mark.parametrize("scheme", ["grpc://", ""])
+def test_a_tpu_address_that_never_answers_times_out_with_a_clear_error(scheme):
+    # A port that accepts TCP connections (the kernel completes them) but never speaks gRPC.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        result = run_python(f"""
+            import time
+            from training.distribution import default_jit_compile, get_strategy
+            start = time.monotonic()
+            try:
+                get_strategy("tpu", tpu="{scheme}127.0.0.1:{port}", tpu_timeout_s=3)
+            except TimeoutError as error:
+                print(f"{{time.monotonic() - start:.1f}} {{error}}")
+            """, timeout=90)
     assert result.returncode == 0, result.stderr[-3000:]
     seconds, message = result.stdout.strip().splitlines()[-1].split(" ", 1)
-    assert message.startswith("no TPU answered at grpc://127.0.0.1:1 within 3 s")
+    assert message.startswith(f"no TPU answered at grpc://127.0.0.1:{port} within 3 s "
+                              "(--tpu_timeout_s=3)")
     assert 2.5 < float(seconds) < 20
+
+
+class UnreachableTpuTest(tf.test.TestCase):
+    """A closed port or an unknown host fails at once, naming the address and the timeout flag."""
+
+    def test_a_closed_port_fails_within_the_timeout(self):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        start = time.monotonic()
+        with self.assertRaisesRegex(ConnectionError,
+                                    rf"could not reach a TPU at grpc://127\.0\.0\.1:{port} "
+                                    r"within 2 s \(--tpu_timeout_s=2\): Connection refused"):
+            get_strategy("tpu", tpu=f"127.0.0.1:{port}", tpu_timeout_s=2)
+        self.assertLess(time.monotonic() - start, 2.0)
+
+    def test_an_unknown_host_fails_within_the_timeout(self):
+        start = time.monotonic()
+        with self.assertRaisesRegex(ConnectionError, r"grpc://tpu\.invalid:8470 within 2 s "
+                                                     r"\(--tpu_timeout_s=2\)"):
+            get_strategy("tpu", tpu="tpu.invalid:8470", tpu_timeout_s=2)
+        self.assertLess(time.monotonic() - start, 2.0)
 
 
 @pytest.mark.parametrize("tpu, address", [

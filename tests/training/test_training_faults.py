@@ -6,9 +6,13 @@ index update), then rerun the same command and compare the final variables
 with an uninterrupted run's, dropout on.
 """
 
+import contextlib
+import errno
 import json
 import os
 import re
+import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from modeling.checkpoints import CheckpointError
 from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
 from training import loop
 
@@ -25,18 +30,20 @@ pytestmark = pytest.mark.slow
 
 PRETRAINING = os.path.join(REPO, "run_pretraining.py")
 
-# Runs a runner script, SIGKILLing it at `point` for step `at`:
+# Runs a runner script, sending it a signal (SIGKILL, SIGTERM, SIGINT) at `point` for step `at`:
 #   step  - at the first loop end at or past that step, before it could be saved;
 #   save  - inside the save of ckpt-<at>: shards written under ckpt-<at>_temp/, not merged;
 #   index - ckpt-<at> written, the `checkpoint` index not yet pointing at it.
 KILLER = """
 import os, runpy, signal, sys
-script, point, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
-sys.argv = [script] + sys.argv[4:]
+script, point, at, sent = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+sys.argv = [script] + sys.argv[5:]
 sys.path.insert(0, os.path.dirname(script))
+# Ctrl-C as in a terminal, even when the tests run as a background job (SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def die():
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), getattr(signal, sent))
 
 if point == "step":
     from training import loop
@@ -66,12 +73,29 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
-def run_killed(script: str, point: str, at: int, arguments: list[str]):
-    """Runs `script` with `arguments`, SIGKILLed at `point` of step `at` (see KILLER)."""
-    result = subprocess.run([sys.executable, "-c", KILLER, script, point, str(at), *arguments],
-                            capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert result.returncode == -9, f"not killed at {point} {at}: {result.stderr[-3000:]}"
+def run_killed(script: str, point: str, at: int, arguments: list[str], sent: str = "SIGKILL"):
+    """Runs `script` with `arguments`, sent signal `sent` at `point` of step `at` (see KILLER).
+
+    SIGKILL ends it at once; SIGINT and SIGTERM must end it with one line and the shell's exit
+    status for the signal.
+    """
+    result = subprocess.run([sys.executable, "-c", KILLER, script, point, str(at), sent,
+                             *arguments], capture_output=True, text=True, timeout=300, cwd=REPO)
+    number = getattr(signal, sent)
+    expected = -number if number == signal.SIGKILL else 128 + number
+    assert result.returncode == expected, f"not stopped at {point} {at}: {result.stderr[-3000:]}"
+    if number != signal.SIGKILL:
+        assert "Traceback" not in result.stderr, result.stderr[-3000:]
     return result
+
+
+def last_line(stderr: str) -> str:
+    return stderr.strip().splitlines()[-1]
+
+
+def leftovers(folder) -> list[str]:
+    return [name for name in os.listdir(folder)
+            if "_temp" in name or ".tmp" in name or name.endswith(".partial")]
 
 
 def checkpoint_values(prefix) -> dict[str, np.ndarray]:
@@ -109,10 +133,30 @@ def pretraining_arguments(inputs, output_dir, **flags) -> list[str]:
     return [f"--{key}={value}" for key, value in arguments.items()]
 
 
-def run_pretraining(inputs, output_dir, **flags):
+def run_pretraining(inputs, output_dir, preexec_fn=None, **flags):
     return subprocess.run([sys.executable, PRETRAINING,
                            *pretraining_arguments(inputs, output_dir, **flags)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
+
+
+@pytest.fixture(scope="module")
+def reference(inputs, tmp_path_factory):
+    """An uninterrupted run with `pretraining_arguments`' defaults, to compare reruns with."""
+    folder = tmp_path_factory.mktemp("reference")
+    result = run_pretraining(inputs, folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder
+
+
+def assert_same_final_run(reference, resumed):
+    expected, actual = checkpoint_values(reference / "ckpt-20"), checkpoint_values(
+        resumed / "ckpt-20")
+    assert expected.keys() == actual.keys()
+    differing = [name for name in expected if not np.array_equal(expected[name], actual[name])]
+    assert not differing, f"{len(differing)} of {len(expected)} differ: {differing[:5]}"
+    assert ((reference / "eval_results.txt").read_text()
+            == (resumed / "eval_results.txt").read_text())
+    assert not leftovers(resumed)
 
 
 def test_absurd_learning_rate_stops_with_the_step_and_last_good_checkpoint(inputs, tmp_path):
@@ -183,34 +227,51 @@ def test_two_workers_stop_together_at_the_same_step(inputs, tmp_path):
     assert_finite_checkpoints(tmp_path)
 
 
-def test_kills_anywhere_then_rerun_end_bit_identical_with_dropout(inputs, tmp_path):
-    reference = tmp_path / "reference"
-    result = run_pretraining(inputs, reference)
-    assert result.returncode == 0, result.stderr[-3000:]
-
+def test_kills_and_signals_anywhere_then_rerun_end_bit_identical_with_dropout(
+        inputs, reference, tmp_path):
     resumed = tmp_path / "resumed"
     arguments = pretraining_arguments(inputs, resumed)
     run_killed(PRETRAINING, "save", 8, arguments)           # dies saving 8, after ckpt-4
     assert (resumed / "ckpt-8_temp").is_dir() and not (resumed / "ckpt-8.index").exists()
     assert tf.train.latest_checkpoint(str(resumed)).endswith("ckpt-4")
-    run_killed(PRETRAINING, "step", 6, arguments)           # resumes at 4, dies mid-interval
-    assert not (resumed / "ckpt-8_temp").exists(), "the dead save's leftovers were kept"
-    run_killed(PRETRAINING, "index", 16, arguments)         # resumes at 4; 16 written, unlisted
+    # Resumes at 4 (removing the dead save's leftovers), saves 8; SIGTERM while saving 12.
+    stopped = run_killed(PRETRAINING, "save", 12, arguments, "SIGTERM")
+    assert last_line(stopped.stderr) == (
+        f"run_pretraining.py: interrupted (SIGTERM); the newest checkpoint is {resumed}/ckpt-8; "
+        "rerun the same command to resume")
+    assert not leftovers(resumed), "the interrupted save left its temporary files"
+    # Resumes at 8, saves 12; Ctrl-C mid-interval.
+    stopped = run_killed(PRETRAINING, "step", 14, arguments, "SIGINT")
+    assert last_line(stopped.stderr) == (
+        f"run_pretraining.py: interrupted (SIGINT); the newest checkpoint is {resumed}/ckpt-12; "
+        "rerun the same command to resume")
+    run_killed(PRETRAINING, "index", 16, arguments)         # resumes at 12; 16 written, unlisted
     assert (resumed / "ckpt-16.index").exists()
     assert tf.train.latest_checkpoint(str(resumed)).endswith("ckpt-12")
     final = subprocess.run([sys.executable, PRETRAINING, *arguments], capture_output=True,
                            text=True, timeout=300)
     assert final.returncode == 0, final.stderr[-3000:]
     assert re.search(r"Resuming from .*ckpt-12 at step 12", final.stderr)
+    assert_same_final_run(reference, resumed)
 
-    expected, actual = checkpoint_values(reference / "ckpt-20"), checkpoint_values(
-        resumed / "ckpt-20")
-    assert expected.keys() == actual.keys()
-    differing = [name for name in expected if not np.array_equal(expected[name], actual[name])]
-    assert not differing, f"{len(differing)} of {len(expected)} differ: {differing[:5]}"
-    assert ((reference / "eval_results.txt").read_text()
-            == (resumed / "eval_results.txt").read_text())
-    assert not [name for name in os.listdir(resumed) if "_temp" in name or ".tmp" in name]
+
+def test_a_file_size_limit_during_a_save_ends_in_one_line_and_a_rerun_ends_identical(
+        inputs, reference, tmp_path):
+    def limit_file_size():  # below a checkpoint's data file (~300 KB), above everything else
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+
+    limited = run_pretraining(inputs, tmp_path, preexec_fn=limit_file_size)
+    assert limited.returncode == 1, limited.stderr[-3000:]
+    assert "Traceback" not in limited.stderr, limited.stderr[-3000:]
+    assert last_line(limited.stderr) == (
+        f"run_pretraining.py: error: cannot write {tmp_path}/ckpt-4: the file would exceed this "
+        "process' file-size limit (ulimit -f); no checkpoint was saved yet; make room (or raise "
+        "the limit), then rerun the same command to resume")
+    assert not leftovers(tmp_path) and tf.train.latest_checkpoint(str(tmp_path)) is None
+
+    rerun = run_pretraining(inputs, tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert_same_final_run(reference, tmp_path)
 
 
 class TinyRegression(keras.Model):
@@ -324,3 +385,47 @@ def test_checkpoint_without_dropout_state_still_resumes(tmp_path):
                                          tmp_path / "old")
     assert resumed.step == 3
     np.testing.assert_array_equal(resumed_model.dense.kernel.numpy(), trained)
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """Lowers this process' file-size limit (ulimit -f) for the block: writes past it fail."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_save_without_room_names_the_checkpoint_and_leaves_no_temporary(tmp_path):
+    trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+    trainer.train(data, 2)
+    trainer.save()
+    trainer.train(data, 4)
+    with file_size_limit(64), pytest.raises(OSError) as raised:
+        trainer.save()
+    assert (raised.value.errno, raised.value.filename) == (errno.EFBIG, str(tmp_path / "ckpt-4"))
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-2.data-00000-of-00001",
+                                            "ckpt-2.index"]
+    trainer.save()  # with room again
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped byte"])
+def test_resuming_from_a_damaged_checkpoint_names_its_data_file(tmp_path, damage):
+    trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+    trainer.train(data, 2)
+    trainer.save()
+    data_file = tmp_path / "ckpt-2.data-00000-of-00001"
+    if damage == "cut":
+        os.truncate(data_file, 300)
+        expected = f"^{re.escape(str(data_file))} is cut short: it ends at byte 300, before"
+    else:
+        content = bytearray(data_file.read_bytes())
+        content[40] ^= 0xFF
+        data_file.write_bytes(content)
+        expected = (f"^damaged data in {re.escape(str(data_file))} \\({len(content)} bytes\\); "
+                    "TensorFlow: .*Checksum does not match")
+    with pytest.raises(CheckpointError, match=expected):
+        _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
