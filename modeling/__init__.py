@@ -5,9 +5,10 @@ from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.pretrained import load_config, load_encoder, load_task_model, load_tokenizer
 from modeling.pretrainer import BertPretrainer
+from modeling.tf_hub_export import export_tf_hub
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
-           "BertPretrainer", "BertSpanModel", "BertTokenTagger", "FeatureTagger", "load_config",
-           "load_encoder", "load_task_model", "load_tokenizer"]
+           "BertPretrainer", "BertSpanModel", "BertTokenTagger", "FeatureTagger", "export_tf_hub",
+           "load_config", "load_encoder", "load_task_model", "load_tokenizer"]
