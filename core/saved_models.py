@@ -31,9 +31,17 @@ class KerasCall:
 
 
 def write_saved_model(module: tf.Module, path: str | os.PathLike,
-                      signatures: Mapping[str, Any] | None = None) -> str:
-    """`tf.saved_model.save(module, path)`, replacing `path` only once the export is complete."""
+                      signatures: Mapping[str, Any] | None = None,
+                      extra_files: Mapping[str, str] | None = None) -> str:
+    """`tf.saved_model.save(module, path)`, replacing `path` only once the export is complete.
+
+    `extra_files` (name -> UTF-8 text) are written into the folder beside
+    `saved_model.pb`, for readers that are not TensorFlow (label names).
+    """
     path = os.path.abspath(os.fspath(path))
     with atomic_folder(path) as staging:
         tf.saved_model.save(module, staging, signatures=dict(signatures or {}) or None)
+        for name, text in (extra_files or {}).items():
+            with open(os.path.join(staging, name), "w", encoding="utf-8") as writer:
+                writer.write(text)
     return path

@@ -3,7 +3,8 @@
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
-from modeling.pretrained import load_config, load_encoder, load_task_model, load_tokenizer
+from modeling.pretrained import (load_config, load_encoder, load_labels, load_task_model,
+                                 load_tokenizer)
 from modeling.pretrainer import BertPretrainer
 from modeling.tf_hub_export import export_tf_hub
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
@@ -11,4 +12,4 @@ from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanMo
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
            "BertPretrainer", "BertSpanModel", "BertTokenTagger", "FeatureTagger", "export_tf_hub",
-           "load_config", "load_encoder", "load_task_model", "load_tokenizer"]
+           "load_config", "load_encoder", "load_labels", "load_task_model", "load_tokenizer"]

@@ -32,6 +32,7 @@ from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
+from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
 from training import finetuning
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
@@ -167,7 +168,7 @@ def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run
     if task.do_train:
         finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,
                          optimization, run, run.output_dir, seed=run.random_seed)
-        finetuning.save_model_files(model, setup.config, files, run.output_dir)
+        finetuning.save_model_files(model, setup.config, files, run.output_dir, labels)
     return lambda name, arrays: finetuning.predict(model, arrays, _batch_size(run, name))
 
 
@@ -238,6 +239,7 @@ def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
                   validation_data=batches("valid", run.eval_batch_size, False)
                   if "valid" in splits else None, verbose=2)
         model.save_weights(weights)
+        save_labels(run.output_dir, labels)
     else:
         if not os.path.exists(weights):
             raise FileNotFoundError(f"{weights}: no trained tagger; run with --do_train first")
