@@ -60,6 +60,8 @@ flags.DEFINE_integer("lstm_units", 768, "feature_based: units of each BiLSTM dir
 flags.DEFINE_float("lstm_dropout", 0.1, "feature_based: dropout on features and LSTM outputs.")
 flags.DEFINE_string("feature_cache_dir", None,
                     "feature_based: cached features (default: <output_dir>/features).")
+flags.DEFINE_bool("export_saved_model", True,
+                  "fine_tune: after training, export a SavedModel tagging raw sentences.")
 
 
 def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
@@ -71,7 +73,7 @@ def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
         do_predict=values.do_predict, labels=tuple(values.labels) if values.labels else None,
         tag_scheme=values.tag_scheme, document_context=values.document_context,
         window_stride=values.window_stride, mode=values.mode, causal=values.causal,
-        bilstm_units=values.bilstm_units,
+        bilstm_units=values.bilstm_units, export_saved_model=values.export_saved_model,
         feature_layers=values.feature_layers, lstm_units=values.lstm_units,
         lstm_dropout=values.lstm_dropout, feature_cache_dir=values.feature_cache_dir,
         feature_learning_rate=rate)

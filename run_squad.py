@@ -69,6 +69,8 @@ flags.DEFINE_integer("bilstm_units", 0,
                      "Units per direction of a BiLSTM before the span layer (0: none).")
 flags.DEFINE_bool("causal", False, "Fine-tune the left-to-right (GPT-style) model: causal "
                   "attention, so each position is scored from the tokens up to it.")
+flags.DEFINE_bool("export_saved_model", True,
+                  "After training, export a SavedModel taking question and context strings.")
 
 
 def task_from_flags(values: flags.FlagValues) -> squad.SquadTask:
