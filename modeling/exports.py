@@ -51,7 +51,10 @@ def export_model(source: str | os.PathLike, output_dir: str | os.PathLike, forma
     tokenizer = load_tokenizer(source, do_lower_case)
     model = BertPretrainer(config)
     report = load_weights(model, source)
-    logging.info(report.summary())
+    logging.info("%s: %d tensors to export (%s format)", source, len(report.loaded),
+                 report.format)
+    if report.missing:
+        logging.info("the source has no %s; they are not exported", ", ".join(report.missing))
     if report.unexpected:
         logging.warning("%d tensors of %s are not part of a pre-trained BERT and are not "
                         "exported: %s", len(report.unexpected), source,
