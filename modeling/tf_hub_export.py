@@ -64,8 +64,8 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
         raise ValueError(f"sequence_length must be between 3 and the model's "
                          f"max_position_embeddings ({limit}), got {sequence_length}")
     tokenizer = load_tokenizer(source, do_lower_case)
-    preprocess = HubPreprocess(tokenizer, sequence_length)
-    hub_encoder = HubEncoder(encoder)
+    preprocess = HubPreprocess(tokenizer, sequence_length, limit)
+    hub_encoder = HubEncoder(encoder, tokenizer)
     with atomic_folder(folder) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),
                             signatures={"serving_default": preprocess.__call__})
@@ -77,14 +77,13 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
 class HubPreprocess(tf.Module):
     """Strings -> TF Hub's encoder inputs; `tokenize` and `bert_pack_inputs` for pairs."""
 
-    def __init__(self, tokenizer: FullTokenizer, sequence_length: int):
+    def __init__(self, tokenizer: FullTokenizer, sequence_length: int, max_length: int):
         super().__init__(name="preprocess")
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
+        self.max_length = max_length  # the encoder's max_position_embeddings
         self._special_ids = (tokenizer.cls_id, tokenizer.sep_id)
-        # What TF Hub's preprocessors expose for code that builds its own tokenizer.
-        self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
-        self.do_lower_case = tf.Variable(tokenizer.do_lower_case, trainable=False)
+        keep_tokenizer_files(self, tokenizer)
         for rank in (2, 3):
             spec = tf.RaggedTensorSpec([None] * rank, tf.int32, ragged_rank=rank - 1,
                                        row_splits_dtype=tf.int64)
@@ -112,6 +111,9 @@ class HubPreprocess(tf.Module):
             seq_length = self.sequence_length
         else:
             tf.debugging.assert_greater_equal(seq_length, 3, "seq_length must be at least 3")
+            tf.debugging.assert_less_equal(
+                seq_length, self.max_length,
+                f"seq_length must be at most the encoder's {self.max_length} positions")
         return self._pack(segments, seq_length)
 
     def _pack(self, segments: list, seq_length) -> dict[str, tf.Tensor]:
@@ -122,6 +124,13 @@ class HubPreprocess(tf.Module):
         packed = pack_ragged(flat[0], flat[1] if len(flat) == 2 else None, seq_length,
                              *self._special_ids)
         return {hub_name: packed[name] for hub_name, name in HUB_INPUTS.items()}
+
+
+def keep_tokenizer_files(module: tf.Module, tokenizer: FullTokenizer) -> None:
+    """The vocabulary (an asset) and casing, where TF Hub's BERT models kept them
+    (`vocab_file`, `do_lower_case`), for code that builds a tokenizer of its own."""
+    module.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
+    module.do_lower_case = tf.Variable(tokenizer.do_lower_case, trainable=False)
 
 
 def group_by_word(token_ids: tf.RaggedTensor, word_ids: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -146,11 +155,12 @@ class HubEncoder(tf.Module):
     variables = ()
     trainable_variables = ()
 
-    def __init__(self, encoder):
+    def __init__(self, encoder, tokenizer: FullTokenizer):
         super().__init__(name="encoder")
         if not encoder.output_hidden_states:
             raise ValueError("the encoder must be built with output_hidden_states=True")
         self._encoder = KerasCall(encoder)
+        keep_tokenizer_files(self, tokenizer)
         self.variables = list(encoder.variables)  # with the dropout seeds' state
         self.trainable_variables = list(encoder.trainable_weights)
         inputs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in HUB_INPUTS}

@@ -51,12 +51,18 @@ class RawTextServing(tf.Module):
         tokenize the whitespace-separated words of their files.
         """
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
-        lengths = pieces.row_lengths()
-        unknown = tf.fill([pieces.nrows(), 1], tf.constant(self.tokenizer.unk_id, tf.int32))
-        padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unknown)], axis=1)
-        keep = tf.ragged.range(lengths + 1) < tf.maximum(lengths, 1)[:, None]
-        return tf.RaggedTensor.from_row_splits(tf.ragged.boolean_mask(padded, keep),
+        unknown = tf.fill([pieces.nrows()], tf.constant(self.tokenizer.unk_id, tf.int32))
+        return tf.RaggedTensor.from_row_splits(fill_empty_rows(pieces, unknown),
                                                words.row_splits)
+
+
+def fill_empty_rows(rows: tf.RaggedTensor, fill: tf.Tensor) -> tf.RaggedTensor:
+    """`rows` [N, (items)] with each empty row holding `fill[row]` alone."""
+    lengths = rows.row_lengths()
+    padded = tf.concat([rows, tf.RaggedTensor.from_tensor(
+        tf.cast(fill, rows.dtype)[:, None])], axis=1)
+    keep = tf.ragged.range(lengths + 1) < tf.maximum(lengths, 1)[:, None]
+    return tf.ragged.boolean_mask(padded, keep)
 
 
 def whitespace_words(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,

@@ -5,14 +5,17 @@ window: the question's pieces cut to `max_query_length`, the context split
 on whitespace and each word tokenized on its own (the SQuAD reader's
 `doc_tokens`), `[CLS] question [SEP] context [SEP]` packed by
 `pack_ragged`, then the best span of at most `max_answer_length` pieces
-inside the context. Two departures, both for a graph without Python:
+inside the context. The answer is the context's own characters under the
+span's pieces (its start and end are character offsets into the context),
+which is what the original's `get_final_text` recovers; where
+normalization moved a word's bytes (an accent stripped, a control
+character deleted) the whole word stands in, as the original falls back to
+its whole words when it cannot align them. Two departures, both for a graph
+without Python:
 
 - the context is read in one window (what does not fit after the question
   is not read), where the runner slides windows `doc_stride` apart;
-- the answer is the context's whitespace-separated words that hold the
-  span, as the original's `orig_text`, without its last step that trims
-  them to the span's own characters (so "Paris." may come back with its
-  period); the best span is sought among all valid ones, not only the
+- the best span is sought among all valid ones, not only among the
   `n_best_size` best starts and ends.
 
 For SQuAD 2.0 the answer is "" when the null score ([CLS]'s) beats the best
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tasks.serving import TEXTS, RawTextServing, export, whitespace_words
+from tasks.serving import TEXTS, RawTextServing, export, fill_empty_rows, whitespace_words
 from text.sentence_pairs import pack_ragged
 
 
@@ -47,16 +50,27 @@ class SpanServing(RawTextServing):
     def serve(self, question, context):
         question_ids, _ = self.tokenizer.tokenize_batch(question)
         question_ids = question_ids[:, :self.max_query_length]
-        words, word_starts, word_ends = whitespace_words(context)
-        pieces = self.word_pieces(words)  # [batch, (words), (pieces)]
-        word_of_piece = tf.RaggedTensor.from_row_splits(
-            tf.repeat(tf.ragged.range(words.row_lengths()).flat_values,
-                      pieces.values.row_lengths()),
-            tf.gather(pieces.values.row_splits, pieces.row_splits))
+        words, word_starts, _ = whitespace_words(context)
+        # Each context piece with its bytes in the context: a word's pieces, offset by the word.
+        ids, starts, ends = self.tokenizer.piece_offsets(words.flat_values)
+        none = tf.zeros([ids.nrows()], tf.int64)
+        ids = fill_empty_rows(ids, tf.fill([ids.nrows()], self.tokenizer.unk_id))
+        word_bytes = tf.cast(tf.strings.length(words.flat_values), tf.int64)
+
+        def in_context(offsets: tf.RaggedTensor) -> tf.RaggedTensor:
+            word_start = tf.repeat(word_starts.flat_values, offsets.row_lengths())
+            return offsets.with_flat_values(offsets.flat_values + tf.cast(word_start, tf.int64))
+
+        starts = in_context(fill_empty_rows(starts, none))
+        ends = in_context(fill_empty_rows(ends, word_bytes))
+
+        def by_example(pieces: tf.RaggedTensor) -> tf.RaggedTensor:
+            return tf.RaggedTensor.from_row_splits(pieces, words.row_splits).merge_dims(1, 2)
+
+        context_ids, starts, ends = by_example(ids), by_example(starts), by_example(ends)
         room = self.max_seq_length - 3 - question_ids.row_lengths()
-        kept = tf.ragged.range(word_of_piece.row_lengths()) < room[:, None]
-        context_ids = tf.ragged.boolean_mask(pieces.merge_dims(1, 2), kept)
-        word_of_piece = tf.ragged.boolean_mask(word_of_piece, kept)
+        kept = tf.ragged.range(context_ids.row_lengths()) < room[:, None]
+        context_ids = tf.ragged.boolean_mask(context_ids, kept)
         logits = self._model(pack_ragged(question_ids, context_ids, *self._packing),
                              training=False)
 
@@ -79,15 +93,13 @@ class SpanServing(RawTextServing):
             null_score = start_logits[:, 0] + end_logits[:, 0]
             has_span &= null_score - best_score <= self.null_score_diff_threshold
 
-        piece_words = word_of_piece.to_tensor(0)
-        start_word = _pick(piece_words, tf.maximum(best // self.max_seq_length - first[:, 0], 0))
-        end_word = _pick(piece_words, tf.maximum(best % self.max_seq_length - first[:, 0], 0))
-        start_byte = _pick(word_starts.to_tensor(0), start_word)
-        end_byte = _pick(word_ends.to_tensor(0), end_word)
+        start_byte = _pick(tf.ragged.boolean_mask(starts, kept).to_tensor(0),
+                           tf.maximum(best // self.max_seq_length - first[:, 0], 0))
+        end_byte = _pick(tf.ragged.boolean_mask(ends, kept).to_tensor(0),
+                         tf.maximum(best % self.max_seq_length - first[:, 0], 0))
         answer = tf.strings.substr(context, start_byte, end_byte - start_byte)
         start_char = tf.strings.length(tf.strings.substr(context, tf.zeros_like(start_byte),
-                                                         start_byte),
-                                       unit="UTF8_CHAR")
+                                                         start_byte), unit="UTF8_CHAR")
         end_char = start_char + tf.strings.length(answer, unit="UTF8_CHAR")
         return {"answer": tf.where(has_span, answer, ""),
                 "start": tf.where(has_span, start_char, -1),

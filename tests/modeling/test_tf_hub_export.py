@@ -133,8 +133,11 @@ class TfHubExportTest(tf.test.TestCase):
         self.assertEqual(words["input_word_ids"].shape, (1, 6))
         default = preprocess.bert_pack_inputs([tokenized])  # the export's length
         self.assertEqual(default["input_mask"].shape, (1, SEQUENCE_LENGTH))
-        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "seq_length must be at least 3"):
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    "seq_length must be at least 3"):
             preprocess.bert_pack_inputs([tokenized], seq_length=2)
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "at most the encoder's 64"):
+            preprocess.bert_pack_inputs([tokenized], seq_length=65)
 
     def test_encoder_lists_its_variables_and_trains_with_dropout(self):
         encoder = tf.saved_model.load(str(self.exported / "encoder"))
@@ -147,6 +150,10 @@ class TfHubExportTest(tf.test.TestCase):
         inference = encoder(inputs)["sequence_output"]
         self.assertAllClose(encoder(inputs, training=False)["sequence_output"], inference)
         self.assertNotAllClose(encoder(inputs, training=True)["sequence_output"], inference)
+        # Where TF Hub's BERT models kept the tokenizer's files, for code that reads them.
+        self.assertEqual(Path(encoder.vocab_file.asset_path.numpy().decode()).read_text(),
+                         "\n".join(VOCAB) + "\n")
+        self.assertTrue(bool(encoder.do_lower_case.numpy()))
 
     def test_refuses_a_length_beyond_the_model_and_writes_nothing(self):
         target = self.root / "too_long"
