@@ -113,7 +113,7 @@ class HubPreprocess(tf.Module):
             tf.debugging.assert_greater_equal(seq_length, 3, "seq_length must be at least 3")
             tf.debugging.assert_less_equal(
                 seq_length, self.max_length,
-                f"seq_length must be at most the encoder's {self.max_length} positions")
+                f"seq_length must not exceed max_position_embeddings ({self.max_length})")
         return self._pack(segments, seq_length)
 
     def _pack(self, segments: list, seq_length) -> dict[str, tf.Tensor]:

@@ -17,8 +17,6 @@ tokenizer held for tracing, the label names kept in the folder as
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 import tensorflow_text as tf_text
 

@@ -136,7 +136,8 @@ class TfHubExportTest(tf.test.TestCase):
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
                                     "seq_length must be at least 3"):
             preprocess.bert_pack_inputs([tokenized], seq_length=2)
-        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "at most the encoder's 64"):
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    r"must not exceed max_position_embeddings \(64\)"):
             preprocess.bert_pack_inputs([tokenized], seq_length=65)
 
     def test_encoder_lists_its_variables_and_trains_with_dropout(self):
