@@ -75,6 +75,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        **into)
     flags.DEFINE_string("feature_cache_dir", None,
                         "feature_based: cached features (default: <output_dir>/features).", **into)
+    flags.DEFINE_bool("export_saved_model", True,
+                      "fine_tune: after training, export a SavedModel tagging raw sentences.",
+                      **into)
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
@@ -87,7 +90,7 @@ def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
         do_predict=values.do_predict, labels=tuple(values.labels) if values.labels else None,
         tag_scheme=values.tag_scheme, document_context=values.document_context,
         window_stride=values.window_stride, mode=values.mode, causal=values.causal,
-        bilstm_units=values.bilstm_units,
+        bilstm_units=values.bilstm_units, export_saved_model=values.export_saved_model,
         feature_layers=values.feature_layers, lstm_units=values.lstm_units,
         lstm_dropout=values.lstm_dropout, feature_cache_dir=values.feature_cache_dir,
         feature_learning_rate=rate)

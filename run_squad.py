@@ -82,6 +82,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                          "Units per direction of a BiLSTM before the span layer (0: none).", **into)
     flags.DEFINE_bool("causal", False, "Fine-tune the left-to-right (GPT-style) model: causal "
                       "attention, so each position is scored from the tokens up to it.", **into)
+    flags.DEFINE_bool("export_saved_model", True, "After training, export a SavedModel taking "
+                      "question and context strings.", **into)
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 

@@ -4,12 +4,14 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import load_config, load_encoder, load_task_model, load_tokenizer
+from modeling.pretrained import (load_config, load_encoder, load_labels, load_task_model,
+                                 load_tokenizer)
 from modeling.pretrainer import BertPretrainer
+from modeling.tf_hub_export import export_tf_hub
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
            "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
-           "FeatureTagger", "load_config", "load_encoder", "load_preprocessor",
-           "load_task_model", "load_tokenizer"]
+           "FeatureTagger", "export_tf_hub", "load_config", "load_encoder", "load_labels",
+           "load_preprocessor", "load_task_model", "load_tokenizer"]

@@ -12,6 +12,10 @@ model name (`uncased_L-12_H-768_A-12`, `bert-base-uncased`, any Hugging
 Face `org/name`) stands for its folder in the download cache
 (`modeling.presets.resolve`); a local folder of that name comes first.
 
+A fine-tuned model's folder also keeps its label names (`labels.txt`, one
+per line, beside the config): a reload needs no `num_labels` and gives names,
+not bare class indices.
+
 Casing matters as much as the weights: an uncased model fed cased pieces
 sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
 `tokenizer_config.json`, Google's folder names (`uncased_L-12_...`,
@@ -22,6 +26,7 @@ no capital letter in an uncased vocabulary.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 from pathlib import Path
@@ -29,6 +34,7 @@ from typing import Any, TypeVar
 
 import keras
 
+from core.atomic import write_atomically
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
 from modeling.encoder import BertEncoder
@@ -37,6 +43,7 @@ from text.tokenization import FullTokenizer, load_vocab
 
 CONFIG_FILES = ("bert_config.json", "config.json")
 VOCAB_FILE = "vocab.txt"
+LABELS_FILE = "labels.txt"
 _CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(BertConfig))
 
 ModelT = TypeVar("ModelT", bound=keras.Model)
@@ -57,15 +64,59 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     `dtype="mixed_bfloat16"`). Weights the checkpoint lacks, such as a new
     classifier, keep their initialization, as in fine-tuning; a checkpoint
     that fits none of the model's weights or whose shapes differ is an error.
+
+    A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
+    gives none, and the model its `label_names`; a caller's other
+    `num_labels` asks for a new head, which those names do not describe.
     """
     overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _CONFIG_FIELDS}
     if config is None:
         config = load_config(path, **overrides)
     elif overrides:
         config = config.replace(**overrides)
+    labels = _labels_for(model_class, path, kwargs)
+    parameters = inspect.signature(model_class.__init__).parameters
+    if labels is not None and "label_names" in parameters:
+        kwargs.setdefault("label_names", labels)
     model = model_class(config, **kwargs)
     load_weights(model, path)
+    if labels is not None and "label_names" not in parameters:
+        model.label_names = labels
     return model
+
+
+def load_labels(path: str | os.PathLike) -> list[str] | None:
+    """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none."""
+    for folder in _candidate_folders(path):
+        file = folder / LABELS_FILE
+        if file.is_file():
+            labels = file.read_text(encoding="utf-8").splitlines()
+            if not labels or not all(label.strip() for label in labels):
+                raise ConfigError(f"{file}: expected one non-empty label per line")
+            return labels
+    return None
+
+
+def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
+    """Writes `labels.txt` (one per line, atomically) so that reloads get names back."""
+    bad = [label for label in labels if not label.strip() or "\n" in label or "\r" in label]
+    if not labels or bad:
+        raise ValueError(f"label names must be non-empty single lines, got {labels!r}")
+    path = Path(folder) / LABELS_FILE
+    write_atomically(path, "".join(f"{label}\n" for label in labels))
+    return path
+
+
+def _labels_for(model_class: type, path: str | os.PathLike, kwargs: dict) -> list[str] | None:
+    """The saved labels if they describe the head asked for; fills in `num_labels`."""
+    if "num_labels" not in inspect.signature(model_class.__init__).parameters:
+        return None
+    labels = load_labels(path)
+    if labels is None:
+        return None
+    if kwargs.get("num_labels") is None:
+        kwargs["num_labels"] = len(labels)
+    return labels if kwargs["num_labels"] == len(labels) else None
 
 
 def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:

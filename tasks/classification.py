@@ -260,7 +260,7 @@ def run(task: ClassificationTask, files: ModelFiles, run_config: RunConfig,
     if task.do_train:
         model, runs, chosen = sweep(setup, data, task, files, run_config, optimization)
         write_sweep_table(output_dir, runs, chosen)
-        finetuning.save_model_files(model, setup.config, files, output_dir)
+        finetuning.save_model_files(model, setup.config, files, output_dir, data.labels)
         results = chosen.scores
     else:
         model = build_model(setup, data, task, files)

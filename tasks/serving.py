@@ -1,4 +1,4 @@
-"""A SavedModel for a fine-tuned classifier whose signature takes raw strings.
+"""SavedModels for fine-tuned models whose signatures take raw strings; here the classifier.
 
 Serving systems hand the model text, not WordPiece ids; shipping the
 tokenizer inside the graph means the deployed model cannot drift from the
@@ -8,47 +8,96 @@ that built the training inputs, so the layout and truncation cannot drift.
 Whoever loads it must `import tensorflow_text` first, which registers the
 tokenizer's ops. A classifier trained on both orders of each pair (GPT's
 similarity input) is served the same way: the signature packs both.
+
+`RawTextServing` and `export` are what every raw-text export shares (span
+QA: `tasks.serving_span`, tagging: `tasks.serving_tagging`): the model and
+tokenizer held for tracing, the label names kept in the folder as
+`labels.txt` and in the graph, the folder written whole.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
-from core.atomic import atomic_folder
+from core.saved_models import KerasCall, write_saved_model
+from modeling.pretrained import LABELS_FILE
 from text.sentence_pairs import pack_ragged
 
+TEXTS = tf.TensorSpec([None], tf.string)
 
-class ClassifierServing(tf.Module):
-    """`serve(text_a[, text_b])` -> {"probabilities" [N, K]} or {"score" [N]} for regression."""
 
-    def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None):
-        super().__init__(name="classifier_serving")
+class RawTextServing(tf.Module):
+    """A Keras model, its tokenizer and label names, ready for `tf.function`s on strings."""
+
+    def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None,
+                 name: str):
+        super().__init__(name=name)
         # The Keras model is called through a plain holder, its weights tracked as a list:
         # tracked directly, Keras would add its own float-input serving signature.
-        self._model = _Untracked(model)
+        self._model = KerasCall(model)
         self.model_weights = list(model.weights)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self._packing = (max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
-        self.labels = tf.constant(labels or [], tf.string)
+        self.labels = tf.constant(list(labels or []), tf.string)
+
+    def word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+        """[batch, (words)] strings -> ids [batch, (words), (pieces)]; [UNK] for a word of none.
+
+        Each word is tokenized on its own, as the SQuAD and CoNLL readers
+        tokenize the whitespace-separated words of their files.
+        """
+        pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
+        unknown = tf.fill([pieces.nrows()], tf.constant(self.tokenizer.unk_id, tf.int32))
+        return tf.RaggedTensor.from_row_splits(fill_empty_rows(pieces, unknown),
+                                               words.row_splits)
+
+
+def fill_empty_rows(rows: tf.RaggedTensor, fill: tf.Tensor) -> tf.RaggedTensor:
+    """`rows` [N, (items)] with each empty row holding `fill[row]` alone."""
+    lengths = rows.row_lengths()
+    padded = tf.concat([rows, tf.RaggedTensor.from_tensor(
+        tf.cast(fill, rows.dtype)[:, None])], axis=1)
+    keep = tf.ragged.range(lengths + 1) < tf.maximum(lengths, 1)[:, None]
+    return tf.ragged.boolean_mask(padded, keep)
+
+
+def whitespace_words(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
+                                                  tf.RaggedTensor]:
+    """[batch] strings -> words [batch, (words)] and their start and end byte offsets."""
+    return tf_text.WhitespaceTokenizer().tokenize_with_offsets(texts)
+
+
+def export(module: RawTextServing, path: str, signatures: dict) -> str:
+    """Writes the SavedModel to `path` (replacing it, whole) with `labels.txt` inside."""
+    labels = [label.decode("utf-8") for label in module.labels.numpy().tolist()]
+    files = {LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else {}
+    return write_saved_model(module, path, signatures, extra_files=files)
+
+
+class ClassifierServing(RawTextServing):
+    """`serve(text_a[, text_b])` -> {"probabilities" [N, K]} or {"score" [N]} for regression."""
+
+    def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None):
+        super().__init__(model, tokenizer, max_seq_length, labels, name="classifier_serving")
         self.is_regression = labels is None
         self.both_orders = getattr(model, "both_orders", False)
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = self._model.value(features, training=False)
+        logits = self._model(features, training=False)
         if self.is_regression:
             return {"score": logits}
         probabilities = tf.nn.softmax(logits, axis=-1)
         return {"probabilities": probabilities,
                 "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[TEXTS])
     def serve_single(self, text_a):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         return self._outputs(pack_ragged(ids_a, None, *self._packing))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                                  tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[TEXTS, TEXTS])
     def serve_pair(self, text_a, text_b):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         ids_b, _ = self.tokenizer.tokenize_batch(text_b)
@@ -58,11 +107,6 @@ class ClassifierServing(tf.Module):
             features = {key: tf.stack([value, backward[key]], axis=1)
                         for key, value in features.items()}
         return self._outputs(features)
-
-
-class _Untracked:
-    def __init__(self, value):
-        self.value = value
 
 
 def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] | None,
@@ -78,7 +122,4 @@ def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] |
     if not module.both_orders:
         signatures["serve_single"] = module.serve_single
     signatures["serving_default"] = signatures["serve_pair" if pair else "serve_single"]
-    # Staged by core.atomic, whose folders follow the umask (tempfile.mkdtemp's are 0700).
-    with atomic_folder(path) as staging:
-        tf.saved_model.save(module, staging, signatures=signatures)
-    return path
+    return export(module, path, signatures)

@@ -22,6 +22,7 @@ from evaluation.results import write_eval_results
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
 from modeling.task_models import BertSpanModel, span_loss
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
+from tasks.serving_span import export_span_model
 from training import finetuning
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive)
@@ -47,6 +48,7 @@ class SquadTask:
     verbose_logging: bool = False  # log the first windows of each file
     bilstm_units: int = 0  # units per direction of a BiLSTM before the span layer (0: none)
     causal: bool = False  # the left-to-right model: each position scored from its left context
+    export_saved_model: bool = True  # after training: a SavedModel on question and context
 
     def __post_init__(self) -> None:
         if self.do_train and not self.train_file:
@@ -139,6 +141,10 @@ def run(task: SquadTask, files: ModelFiles, run_config: RunConfig,
         step = finetuning.train(model, setup.strategy, train_arrays, span_loss, optimization,
                                 run_config, run_config.output_dir, seed=run_config.random_seed)
         finetuning.save_model_files(model, setup.config, files, run_config.output_dir)
+        if task.export_saved_model:
+            path = export_span_model(model, setup.tokenizer, length, task,
+                                     os.path.join(run_config.output_dir, "saved_model"))
+            logging.info("Exported %s (serving signature takes question and context)", path)
     if not (task.do_predict or task.do_eval):
         return {}
     predictions, null_odds = write_outputs(model, task, examples, features,

@@ -32,7 +32,9 @@ from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
+from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
+from tasks.serving_tagging import export_tagger
 from training import finetuning
 from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
                               check_positive)
@@ -58,6 +60,7 @@ class TaggingTask:
     mode: str = "fine_tune"  # fine_tune or feature_based
     causal: bool = False  # fine_tune: the left-to-right model, each tag sees its left context
     bilstm_units: int = 0  # fine_tune: a BiLSTM of this many units per direction before the tags
+    export_saved_model: bool = True  # fine_tune, after training: a SavedModel tagging raw text
     feature_layers: str = "concat_last_four"  # feature_based: Table 7's row
     lstm_units: int = 768  # feature_based: units of each BiLSTM direction
     lstm_dropout: float = 0.1  # feature_based: dropout on features and LSTM outputs
@@ -188,7 +191,11 @@ def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run
     if task.do_train:
         step = finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,
                                 optimization, run, run.output_dir, seed=run.random_seed)
-        finetuning.save_model_files(model, setup.config, files, run.output_dir)
+        finetuning.save_model_files(model, setup.config, files, run.output_dir, labels)
+        if task.export_saved_model:
+            path = export_tagger(model, setup.tokenizer, run.max_seq_length, labels,
+                                 os.path.join(run.output_dir, "saved_model"))
+            logging.info("Exported %s (serving signature takes a sentence)", path)
     return lambda name, arrays: finetuning.predict(model, arrays, _batch_size(run, name)), step
 
 
@@ -260,6 +267,7 @@ def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
                   if "valid" in splits else None, verbose=2)
         model.save_weights(weights)
         step = int(model.optimizer.iterations.numpy())
+        save_labels(run.output_dir, labels)
     else:
         step = 0
         if not os.path.exists(weights):

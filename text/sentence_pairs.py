@@ -146,13 +146,15 @@ def pack_ragged(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_l
     """`pack_ids` in the graph, on [batch, (ids)] ragged tensors; int32 [batch, max_seq_length].
 
     A row whose `ids_b` is empty packs as a single text, as `pack_ids` does.
+    `max_seq_length` may be a scalar tensor (checked by the caller then).
     """
     # Imported here, not at the top: pre-training's main process imports this module and must
     # stay free of TensorFlow (its workers are forked, and TensorFlow is not fork-safe).
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    _check_length(max_seq_length)
+    if isinstance(max_seq_length, int):
+        _check_length(max_seq_length)
 
     def combine(segments: list[tf.RaggedTensor]) -> dict[str, tf.Tensor]:
         budget = max_seq_length - 1 - len(segments)

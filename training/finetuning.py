@@ -28,6 +28,7 @@ from absl import logging
 from core import atomic
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
+from modeling.pretrained import LABELS_FILE, save_labels
 from text.tokenization import FullTokenizer
 from training import loop
 from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_sequence_length
@@ -160,8 +161,18 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
 
 
 def save_model_files(model: keras.Model, config: BertConfig, files: ModelFiles,
-                     output_dir: str) -> None:
-    """The fine-tuned model in this project's format, with its config and vocabulary."""
+                     output_dir: str, labels: list[str] | None = None) -> None:
+    """The fine-tuned model in this project's format, with its config, vocabulary and labels.
+
+    `labels` (the class or tag names, in the order of the model's outputs)
+    go to `labels.txt`, so `modeling.load_task_model` reloads the folder
+    without `num_labels` and with names; a model without them (regression)
+    removes an earlier run's file, which would describe another head.
+    """
     save_checkpoint(model, os.path.join(output_dir, "model.ckpt"))
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     shutil.copyfile(files.vocab_file, os.path.join(output_dir, "vocab.txt"))
+    if labels:
+        save_labels(output_dir, labels)
+    elif os.path.exists(os.path.join(output_dir, LABELS_FILE)):
+        os.remove(os.path.join(output_dir, LABELS_FILE))

@@ -1,0 +1,79 @@
+"""A fine-tuned folder keeps its label names, and every reload gives them back.
+
+`training.finetuning.save_model_files` is what every fine-tuning task calls
+to write its output folder; `modeling.load_task_model` (and the classes'
+`from_pretrained`) read it back.
+"""
+
+import tempfile
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger, load_labels,
+                      load_task_model)
+from modeling.config import ConfigError
+from tests.fixtures import TINY_CONFIG
+from training import finetuning
+from training.configs import ModelFiles
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 3]]), "input_mask": tf.ones([1, 5], tf.int32),
+          "segment_ids": tf.zeros([1, 5], tf.int32)}
+
+
+class LabelsRoundTripTest(tf.test.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = Path(tempfile.mkdtemp())
+        (self.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+        self.files = ModelFiles(None, str(self.root / "vocab.txt"))
+        self.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
+
+    def _save(self, model, labels, name="out") -> Path:
+        out = self.root / name
+        out.mkdir(exist_ok=True)
+        finetuning.save_model_files(model, self.config, self.files, str(out), labels)
+        return out
+
+    def test_classifier_reloads_without_num_labels_and_with_names(self):
+        labels = ["contradiction", "entailment", "neutral"]
+        keras.utils.set_random_seed(1)
+        original = BertClassifier(self.config, num_labels=3)
+        out = self._save(original, labels)
+        self.assertEqual((out / "labels.txt").read_text(), "contradiction\nentailment\nneutral\n")
+        self.assertEqual(load_labels(out), labels)
+        self.assertEqual(load_labels(out / "model.ckpt"), labels)
+        reloaded = BertClassifier.from_pretrained(out)
+        self.assertEqual(reloaded.num_labels, 3)
+        self.assertEqual(list(reloaded.label_names), labels)
+        self.assertAllClose(reloaded(INPUTS, training=False), original(INPUTS, training=False))
+
+    def test_tagger_reloads_with_its_tags(self):
+        tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+        out = self._save(BertTokenTagger(self.config, len(tags)), tags)
+        reloaded = load_task_model(BertTokenTagger, out)
+        self.assertEqual((reloaded.num_labels, list(reloaded.label_names)), (len(tags), tags))
+
+    def test_another_head_size_asks_for_a_new_head_without_the_names(self):
+        out = self._save(BertClassifier(self.config, num_labels=2), ["neg", "pos"])
+        tagger = load_task_model(BertTokenTagger, out, num_labels=5)
+        self.assertEqual(tagger.num_labels, 5)
+        self.assertFalse(getattr(tagger, "label_names", None))
+
+    def test_a_model_without_labels_removes_an_earlier_runs_file(self):
+        out = self._save(BertClassifier(self.config, num_labels=2), ["neg", "pos"])
+        self._save(BertSpanModel(self.config), None)
+        self.assertIsNone(load_labels(out))
+        self.assertFalse((out / "labels.txt").exists())
+
+    def test_bad_labels_are_refused_by_name(self):
+        with self.assertRaisesRegex(ValueError, "non-empty single lines"):
+            self._save(BertClassifier(self.config, num_labels=2), ["neg", "very\npositive"])
+        folder = self.root / "broken"
+        folder.mkdir()
+        (folder / "labels.txt").write_text("neg\n\npos\n")
+        with self.assertRaisesRegex(ConfigError, r"broken/labels.txt: expected one non-empty"):
+            load_labels(folder)

@@ -1,0 +1,116 @@
+"""export_model.py: one source, three layouts, each read back by its own ecosystem's loader path."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+from absl import flags
+from absl.testing import parameterized
+
+import export_model
+from modeling import BertClassifier, BertConfig, BertPretrainer, load_encoder, load_tokenizer
+from modeling.checkpoints import export_google_checkpoint, save_checkpoint
+from tests.fixtures import TINY_CONFIG
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat"]
+INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 8, 3, 0]]),
+          "input_mask": tf.constant([[1, 1, 1, 1, 1, 1, 0]]),
+          "segment_ids": tf.zeros([1, 7], tf.int32)}
+
+
+def _run(*arguments: str) -> None:
+    values = flags.FlagValues()
+    export_model.define_flags(values)
+    values(["export_model.py", *arguments])
+    export_model.main(["export_model.py"], values)
+
+
+class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = Path(tempfile.mkdtemp())
+        cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
+        cls.source = cls.root / "uncased_tiny"
+        cls.source.mkdir()
+        (cls.source / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+        cls.config.to_json_file(cls.source / "bert_config.json")
+        keras.utils.set_random_seed(2)
+        cls.pretrainer = BertPretrainer(cls.config)
+        export_google_checkpoint(cls.pretrainer, cls.source / "bert_model.ckpt")
+
+    def _assert_same_encoder(self, folder):
+        expected = self.pretrainer.encoder(INPUTS, training=False)
+        loaded = load_encoder(folder)(INPUTS, training=False)
+        for key in ("pooled_output", "sequence_output"):
+            self.assertAllClose(loaded[key], expected[key], atol=1e-6, rtol=0)
+
+    def test_google_layout_keeps_the_pretraining_heads(self):
+        out = self.root / "google"
+        _run(f"--source={self.source}", "--format=google", f"--output_dir={out}")
+        self.assertEqual(sorted(path.name for path in out.iterdir() if "data" not in path.name),
+                         ["bert_config.json", "bert_model.ckpt.index", "vocab.txt"])
+        self._assert_same_encoder(out / "bert_model.ckpt")
+        names = {name for name, _ in tf.train.list_variables(str(out / "bert_model.ckpt"))}
+        self.assertEqual(names, set(self.pretrainer.checkpoint_variables()))
+
+    def test_huggingface_layout_with_its_casing(self):
+        out = self.root / "hf"
+        _run(f"--source={self.source}", "--format=huggingface", f"--output_dir={out}",
+             "--nodo_lower_case")
+        self._assert_same_encoder(out)
+        self.assertEqual(json.loads((out / "config.json").read_text())["architectures"],
+                         ["BertForPreTraining"])
+        self.assertFalse(json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"])
+        self.assertFalse(load_tokenizer(out).do_lower_case)
+
+    def test_tf_hub_layout(self):
+        out = self.root / "hub"
+        _run(f"--source={self.source}", "--format=tf_hub", f"--output_dir={out}",
+             "--sequence_length=16")
+        preprocess = tf.saved_model.load(str(out / "preprocess"))
+        encoder = tf.saved_model.load(str(out / "encoder"))
+        inputs = preprocess(tf.constant(["the cats sat on the mat"]))
+        self.assertEqual(inputs["input_word_ids"].shape, (1, 16))
+        expected = self.pretrainer.encoder(
+            {"input_ids": inputs["input_word_ids"], "input_mask": inputs["input_mask"],
+             "segment_ids": inputs["input_type_ids"]}, training=False)
+        self.assertAllClose(encoder(inputs)["pooled_output"], expected["pooled_output"],
+                            atol=1e-5, rtol=0)
+
+    def test_fine_tuned_heads_are_named_in_the_log_not_exported(self):
+        source = self.root / "fine_tuned"
+        source.mkdir()
+        classifier = BertClassifier(self.config, num_labels=3)
+        save_checkpoint(classifier, source / "model.ckpt")
+        self.config.to_json_file(source / "bert_config.json")
+        (source / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+        out = self.root / "from_fine_tuned"
+        with self.assertLogs(level="WARNING") as logs:
+            _run(f"--source={source}", "--format=huggingface", f"--output_dir={out}")
+        self.assertIn("2 tensors", "\n".join(logs.output))
+        self.assertIn("output_weights", "\n".join(logs.output))
+        self.assertEqual(json.loads((out / "config.json").read_text())["architectures"],
+                         ["BertModel"])
+        encoder = load_encoder(out)
+        self.assertAllClose(encoder(INPUTS)["pooled_output"],
+                            classifier.encoder(INPUTS)["pooled_output"], atol=1e-6, rtol=0)
+
+    @parameterized.named_parameters(
+        ("bad_format", "--format=onnx", "--format must be one of google, huggingface, tf_hub, "
+                                        "got 'onnx'"),
+        ("missing_source", "--source={root}/nowhere", r"nowhere: no config file"),
+        ("no_output_dir", "--output_dir=", "--output_dir is required"))
+    def test_bad_flags_are_one_clear_error_and_write_nothing(self, change, message):
+        out = self.root / "refused"
+        arguments = {"source": f"--source={self.source}", "format": "--format=google",
+                     "output_dir": f"--output_dir={out}"}
+        name = change.split("=")[0].lstrip("-")
+        arguments[name] = change.format(root=self.root)
+        with self.assertRaisesRegex(ValueError, message):
+            _run(*arguments.values())
+        self.assertFalse(out.exists())
+        self.assertEmpty([path for path in self.root.iterdir() if path.name.startswith(".")])
