@@ -15,14 +15,14 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.datasets.conll import (build_windows, predictions_to_tags, read_conll,
-                                     windows_to_arrays)
+                                      windows_to_arrays)
 from data_prep.datasets.squad import SquadExample, whitespace_words
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
-from evaluation.squad_predictions import RawResult, compute_predictions
 from modeling import BertConfig, BertSpanModel, BertTokenTagger, load_labels
 from tasks.serving_span import export_span_model
 from tasks.serving_tagging import export_tagger
 from tasks.squad import SquadTask
+from tasks.squad_predictions import RawResult, compute_predictions
 from tests.fixtures import TINY_CONFIG
 from text.tokenization import FullTokenizer
 from training import finetuning
