@@ -57,6 +57,11 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     print(path)
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-export-model` command: the same as running this file."""
     define_flags()
     entry.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -40,6 +40,11 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     features.run(runner_flags.model_files_from_flags(values), extraction)
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-extract-features` command: the same as running this file."""
     define_flags()
     entry.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -102,6 +102,11 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     classification.run(task, files, run, optimization, setup)
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-run-classifier` command: the same as running this file."""
     define_flags()
     entry.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -105,6 +105,11 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     tagging.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-run-ner` command: the same as running this file."""
     define_flags()
     entry.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -58,6 +58,11 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     pretraining.run(files, run, optimization, data, strategy)
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-run-pretraining` command: the same as running this file."""
     define_flags()
     entry.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

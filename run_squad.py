@@ -103,6 +103,11 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
         print(json.dumps(results, indent=2))
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-run-squad` command: the same as running this file."""
     define_flags()
     entry.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

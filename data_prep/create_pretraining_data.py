@@ -118,7 +118,12 @@ def main(argv: list[str]) -> None:
         print(f"note: {path} holds no documents", file=sys.stderr)
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The installed `bert-create-pretraining-data` command: the same as `python -m` this module."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     define_flags()
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()
