@@ -25,7 +25,8 @@ class DemoTest(tf.test.TestCase):
         self.assertTrue(1 <= len(started) < len(jobs))
         self.assertEqual(jobs[:len(started)], started)
         self.assertEqual(left, jobs[len(started):])
-        self.assertTrue(all(job[1].read_text().strip() == f"ran {i}" for i, job in enumerate(started)))
+        self.assertTrue(all(job[1].read_text().strip() == f"ran {i}" for i,
+                            job in enumerate(started)))
 
     def test_idle_time_runner_raises_a_failed_job_at_stop(self):
         tmp_path = Path(self.create_tempdir().full_path)

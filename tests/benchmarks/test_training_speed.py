@@ -86,7 +86,8 @@ class TrainingSpeedTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters([
         ("bert_pretrainer_1/bert_1/layer_0_1/attention_1/MatMul", "_MklBatchMatMulV2", "attention"),
-        ("bert_pretrainer_1/bert_1/layer_0_1/attention_1/Tensordot/MatMul", "_MklMatMul", "matmuls"),
+        ("bert_pretrainer_1/bert_1/layer_0_1/attention_1/Tensordot/MatMul", "_MklMatMul",
+         "matmuls"),
         ("gradient_tape/bert_1/layer_0_1/intermediate_1/Tensordot/MatMul/MatMul", "_MklMatMul",
          "matmuls"),
         ("bert_1/layer_0_1/attention_1/Softmax", "_MklSoftmax", "softmax / LayerNorm"),

@@ -34,7 +34,8 @@ class BeamPretrainingDataTest(tf.test.TestCase):
         create_pretraining_data(local)
         beam_settings = settings_for(self.corpus, tmp_path / "beam" / "out")
         with beam.Pipeline(runner="DirectRunner") as pipeline:
-            beam_pretraining_data.build_pipeline(pipeline, beam_settings, str(tmp_path / "beam" / "out"),
+            beam_pretraining_data.build_pipeline(pipeline, beam_settings,
+                                                 str(tmp_path / "beam" / "out"),
                                                  num_shards=2)
         beam_files = glob.glob(str(tmp_path / "beam" / "out-*-of-00002"))
         local_files = glob.glob(str(tmp_path / "local" / "out-*-of-00003.tfrecord"))

@@ -56,7 +56,8 @@ class VocabTest(tf.test.TestCase):
     def test_vocab_size_errors_name_the_flag(self):
         with self.assertRaisesRegex(ValueError, "--vocab_size=999 leaves no room"):
             vocab.learn_vocabulary(COUNTS, vocab_size=999)
-        with self.assertRaisesRegex(ValueError, rf"--vocab_size=20 is too small.*{len(CHARS)} characters"):
+        with self.assertRaisesRegex(ValueError,
+                                    rf"--vocab_size=20 is too small.*{len(CHARS)} characters"):
             vocab.learn_vocabulary(COUNTS, vocab_size=20, num_unused=0)
         with self.assertRaisesRegex(ValueError, "no words"):
             vocab.learn_vocabulary({}, vocab_size=2000)
@@ -66,7 +67,8 @@ class VocabTest(tf.test.TestCase):
         path = tmp_path / "vocab.txt"
         vocab.write_vocab(["[PAD]", "a", "##b"], str(path))
         self.assertEqual(path.read_text(), "[PAD]\na\n##b\n")
-        self.enter_context(mock.patch.object(vocab.os, "replace", lambda *args: (_ for _ in ()).throw(OSError("disk"))))
+        self.enter_context(mock.patch.object(vocab.os, "replace",
+                                             lambda *args: (_ for _ in ()).throw(OSError("disk"))))
         with self.assertRaisesRegex(OSError, "disk"):
             vocab.write_vocab(["x"], str(path))
         self.assertEqual(path.read_text(), "[PAD]\na\n##b\n")
@@ -83,7 +85,8 @@ class VocabTest(tf.test.TestCase):
         (tmp_path / "b.txt").write_text("y\n")
         files = vocab.expand_input_patterns(f"{tmp_path}/*.txt, {tmp_path}/a.txt")
         self.assertEqual(files,
-                         [str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), str(tmp_path / "a.txt")])
+                         [str(tmp_path / "a.txt"), str(tmp_path / "b.txt"),
+                          str(tmp_path / "a.txt")])
         with self.assertRaisesRegex(FileNotFoundError, r"'.*/nothing\*\.txt' matches no file"):
             vocab.expand_input_patterns(f"{tmp_path}/a.txt,{tmp_path}/nothing*.txt")
         with self.assertRaisesRegex(ValueError, "--input_file is empty"):

@@ -83,7 +83,8 @@ class NerMetricsTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_no_entities_scores_zero(self):
         scores = entity_scores([["O", "O"]], [["O", "O"]])
-        self.assertEqual((scores["precision"], scores["recall"], scores["f1"], scores["per_type"]), (
+        self.assertEqual((scores["precision"], scores["recall"], scores["f1"], scores["per_type"]),
+                         (
             0.0, 0.0, 0.0, {}))
 
     def test_bad_inputs(self):

@@ -123,14 +123,16 @@ class SquadMetricTest(tf.test.TestCase, parameterized.TestCase):
                   "--na-prob-thresh", "0.5")
         self.assertEqual(v2.returncode, 0, msg=v2.stderr)
         self.assertEqual(v2.stdout,
-                         json.dumps(evaluate_v2(V2, V2_PREDICTIONS, NA_PROBS, 0.5), indent=2) + "\n")
+                         json.dumps(evaluate_v2(V2, V2_PREDICTIONS, NA_PROBS, 0.5),
+                                    indent=2) + "\n")
         broken = _cli(tmp_path, V2, '{"h1": "Paris",\n}')
         self.assertEqual(broken.returncode, 1)
         self.assertIn("malformed JSON at line 2, column 1", broken.stderr)
         wrong = _cli(tmp_path, V2, ["Paris"])
         self.assertEqual(wrong.returncode, 1)
         self.assertIn("question id -> str", wrong.stderr)
-        missing = subprocess.run([sys.executable, "-m", "evaluation.squad", str(tmp_path / "no.json"),
+        missing = subprocess.run([sys.executable, "-m", "evaluation.squad",
+                                  str(tmp_path / "no.json"),
                                   str(tmp_path / "no.json")], cwd=REPO, capture_output=True, text=True)
         self.assertEqual(missing.returncode, 1)
         self.assertIn("no such file", missing.stderr)

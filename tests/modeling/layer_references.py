@@ -14,6 +14,11 @@ B, S, H, HEADS, FFN = 2, 7, 16, 2, 24
 RNG = np.random.default_rng(1)
 
 
+def reset_rng() -> None:
+    """Restart RNG, so that each test draws the same inputs whatever ran before it."""
+    RNG.bit_generator.state = np.random.default_rng(1).bit_generator.state
+
+
 def erf(x):
     return np.vectorize(math.erf)(x)
 

@@ -104,7 +104,8 @@ class EncoderTest(tf.test.TestCase, parameterized.TestCase):
         some = model(inputs, output_positions=positions)
         self.assertEqual(some["sequence_output"].shape, (B, 3, 32))
         self.assertAllClose(some["sequence_output"], np.take_along_axis(full["sequence_output"],
-                                                      positions[:, :, None], axis=1), rtol=1e-5, atol=1e-5)
+                                                      positions[:, :,
+                                                                None], axis=1), rtol=1e-5, atol=1e-5)
         self.assertAllClose(some["pooled_output"], full["pooled_output"], rtol=1e-5, atol=1e-6)
         none = model(inputs, output_positions=np.zeros((B, 0), "int32"))
         self.assertEqual(none["sequence_output"].shape, (B, 0, 32))

@@ -70,7 +70,8 @@ class FeatureTaggerTest(tf.test.TestCase, parameterized.TestCase):
         check_feature_layers("sum_all", 1)
         with self.assertRaisesRegex(ValueError, "must be one of"):
             feature_width("first", 8)
-        self.assertEqual(set(FEATURE_LAYERS), {"embeddings", "second_to_last", "last", "sum_last_four",
+        self.assertEqual(set(FEATURE_LAYERS), {"embeddings", "second_to_last", "last",
+                                               "sum_last_four",
                                        "concat_last_four", "sum_all"})
 
     def test_write_features_matches_the_encoder(self):

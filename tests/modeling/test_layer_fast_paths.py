@@ -17,7 +17,8 @@ from modeling.layers.xla_context import compiled_by_xla
 from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer, pretraining_losses
 from tests.fixtures import tiny_config
-from tests.modeling.layer_references import B, FFN, H, HEADS, RNG, S, padded_mask, random_weights
+from tests.modeling.layer_references import (B, FFN, H, HEADS, RNG, S, padded_mask,
+                                             random_weights, reset_rng)
 
 
 def concatenated_attention(self, hidden_states, bias, training=None, return_probabilities=False,
@@ -76,6 +77,10 @@ def seeded_pretraining_losses(steps: int) -> list[float]:
 
 
 class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        reset_rng()
 
     def test_attention_outputs_and_gradients_match_the_concatenated_implementation(self):
         layer = SelfAttention(H, HEADS, dropout_rate=0.0)
@@ -168,7 +173,8 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
             return step(x)
 
         calls = []
-        self.enter_context(mock.patch.object(attention_module, "attend", lambda *args: calls.append(args) or attend(*args)))
+        self.enter_context(mock.patch.object(attention_module, "attend",
+                                             lambda *args: calls.append(args) or attend(*args)))
         ours = compiled_step()
         self.assertLen(calls, 1)
         self.assertIsNotNone(calls[0][2])  # the written gradient, with a mask
@@ -265,7 +271,8 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(layer.drop_rows(picked, rows, tf.shape(inputs), axis=2,
                                                       training=False).numpy(), picked.numpy())
 
-    @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True], causal=[False, True])
+    @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
+                           causal=[False, True])
     def test_block_output_rows_are_those_rows_of_the_full_output(self, causal, jit_compile, policy):
         """Output and every gradient, under dropout, as computing all rows then gathering."""
         block = TransformerBlock(H, HEADS, FFN, hidden_dropout_prob=0.2,
@@ -277,7 +284,8 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         rows = tf.constant([[0, 3, 3], [0, 6, 1]])
         bias = attention_bias(padded_mask(), causal=causal)
         states = [layer.seed_generator.state.numpy()
-                  for layer in (block.attention.dropout, block.attention_dropout, block.output_dropout)]
+                  for layer in (block.attention.dropout, block.attention_dropout,
+                                block.output_dropout)]
 
         def gradients(forward):
             for layer, state in zip((block.attention.dropout, block.attention_dropout,

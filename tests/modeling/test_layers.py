@@ -15,7 +15,8 @@ from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
 from tests.modeling import harness
 from tests.modeling.layer_references import (B, FFN, H, HEADS, RNG, S, erf, layer_norm,
-                                             padded_mask, random_weights, reference_attention)
+                                             padded_mask, random_weights, reference_attention,
+                                             reset_rng)
 
 
 
@@ -42,6 +43,10 @@ LAYER_CASES = {
 
 
 class LayersTest(harness.KerasTestCase):
+
+    def setUp(self):
+        super().setUp()
+        reset_rng()
 
     @parameterized.named_parameters((name, name) for name in sorted(LAYER_CASES))
     def test_layer_contract(self, name):

@@ -57,7 +57,8 @@ class PretrainerTest(harness.KerasTestCase):
         features = batch()
         shapes = {objective: {key: tuple(value.shape) for key, value in model(features).items()}
                   for objective, model in self.models.items()}
-        self.assertEqual(shapes, {"mlm_nsp": {"masked_lm_logits": (B, P, V), "next_sentence_logits": (B, 2)},
+        self.assertEqual(shapes, {"mlm_nsp": {"masked_lm_logits": (B, P, V),
+                                              "next_sentence_logits": (B, 2)},
                           "mlm": {"masked_lm_logits": (B, P, V)},
                           "ltr": {"lm_logits": (B, S, V)}})
         self.assertTrue(self.models["ltr"].encoder.causal)
@@ -206,7 +207,8 @@ class PretrainerTest(harness.KerasTestCase):
                             (correct * weights).sum() / weights.sum(), rtol=1e-6, atol=0)
         self.assertAllClose(logs["next_sentence_accuracy"],
                             (outputs["next_sentence_logits"].argmax(-1) == labels).mean(), rtol=1e-7, atol=0)
-        self.assertEqual(set(logs), {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
+        self.assertEqual(set(logs), {"loss", "masked_lm_loss", "masked_lm_accuracy",
+                                     "next_sentence_loss",
                              "next_sentence_accuracy"})
 
     def test_keras_file_and_config_round_trip(self):

@@ -50,7 +50,8 @@ class TextFilesTest(tf.test.TestCase):
 
     def test_latin1_and_truncated_sequences_are_refused(self):
         tmp_path = Path(self.create_tempdir().full_path)
-        with self.assertRaisesRegex(ValueError, r"latin1.txt:1: not valid UTF-8 at byte column 4 \(bytes e9"):
+        with self.assertRaisesRegex(ValueError,
+                                    r"latin1.txt:1: not valid UTF-8 at byte column 4 \(bytes e9"):
             list(read_utf8_lines(_file(tmp_path, b"caf\xe9\n", "latin1.txt")))
         with self.assertRaisesRegex(ValueError, r"cut.txt:2: not valid UTF-8 at byte column 4"):
             list(read_utf8_lines(_file(tmp_path, b"ok\ncaf\xc3", "cut.txt")))

@@ -86,7 +86,8 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
     def test_original_readme_example(self):
         self.assertEqual(self.small_tokenizer.tokenize("UNwant\u00E9d,running"),
                          ["un", "##want", "##ed", ",", "runn", "##ing"])
-        self.assertEqual(self.small_tokenizer.convert_tokens_to_ids(["un", "##want", "runn"]), [7, 4, 8])
+        self.assertEqual(self.small_tokenizer.convert_tokens_to_ids(["un", "##want", "runn"]),
+                         [7, 4, 8])
 
     def test_word_ids_group_sub_tokens_and_restart_per_text(self):
         tokens, word_ids = _batch_tokens(self.small_tokenizer,
@@ -176,14 +177,16 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, r"lacks \[SEP\]"):
             tokenizer.sep_id
         path = _write_vocab(tmp_path / "no_unk.txt", SMALL_VOCAB[1:])
-        with self.assertRaisesRegex(ValueError, rf"{re.escape(path)} lacks \[UNK\], which WordPiece"):
+        with self.assertRaisesRegex(ValueError,
+                                    rf"{re.escape(path)} lacks \[UNK\], which WordPiece"):
             FullTokenizer(path, required_tokens=())
 
     def test_vocab_with_repeated_or_blank_lines_is_refused(self):
         """The original would number the tokens after such lines differently from their lines."""
         tmp_path = Path(self.create_tempdir().full_path)
         path = _write_vocab(tmp_path / "repeated.txt", SMALL_VOCAB + ["want"])
-        with self.assertRaisesRegex(ValueError, rf"{re.escape(path)} repeats entries: 'want' on lines 4 and 12"):
+        with self.assertRaisesRegex(ValueError,
+                                    rf"{re.escape(path)} repeats entries: 'want' on lines 4 and 12"):
             FullTokenizer(path)
         path = _write_vocab(tmp_path / "blank.txt", SMALL_VOCAB[:4] + [""] + SMALL_VOCAB[4:])
         with self.assertRaisesRegex(ValueError, rf"{re.escape(path)} has blank lines: 5"):
@@ -196,7 +199,8 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters(b"bytes", None, (["a list"],))
     def test_tokenize_takes_only_str(self, text):
-        with self.assertRaisesRegex(TypeError, f"tokenize\\(\\) takes a str, got {type(text).__name__}"):
+        with self.assertRaisesRegex(TypeError,
+                                    f"tokenize\\(\\) takes a str, got {type(text).__name__}"):
             self.small_tokenizer.tokenize(text)
 
 

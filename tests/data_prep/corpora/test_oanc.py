@@ -22,7 +22,8 @@ class OancTest(tf.test.TestCase):
                          "It rained .\nRates rose 1/2 .\n\nSo ?\n")
 
     def test_bad_line_is_named(self):
-        with self.assertRaisesRegex(ValueError, r"oanc.txt line 2: 'rained' is not of the form word/TAG"):
+        with self.assertRaisesRegex(ValueError,
+                                    r"oanc.txt line 2: 'rained' is not of the form word/TAG"):
             list(oanc.untagged_documents(["It/PRP ./.", "It/PRP rained"], "oanc.txt"))
 
     def test_real_sample(self):

@@ -31,7 +31,8 @@ class RottenTomatoesTest(tf.test.TestCase):
         self.enter_context(mock.patch.object(rotten_tomatoes, "DEV_SIZE", 1))
         rows = [{"category": category, "text": text, "movie_name": film}
                 for category, text, film in [
-                    ("fresh", "A  joy.", "up"), ("rotten", "Dull.", "up"), ("fresh", "Moving.", "up"),
+                    ("fresh", "A  joy.", "up"), ("rotten", "Dull.",
+                                                 "up"), ("fresh", "Moving.", "up"),
                     ("rotten", "Too long.", "cars"), ("fresh", "Sharp.", "cars"),
                     ("fresh", "Witty.", "cars"), ("fresh", "A  joy.", "cars"),
                     ("plot", "A house flies. Its owner waves.", "up")]]

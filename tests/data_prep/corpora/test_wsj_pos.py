@@ -21,7 +21,8 @@ class WsjPosTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters("rose", "/VBD", "rose/")
     def test_parse_tagged_line_names_the_line_and_token(self, token):
-        with self.assertRaisesRegex(ValueError, rf"corpus.txt line 7: '{token}' is not of the form"):
+        with self.assertRaisesRegex(ValueError,
+                                    rf"corpus.txt line 7: '{token}' is not of the form"):
             parse_tagged_line(f"Rates/NNS {token}", "corpus.txt line 7")
 
     def test_split_is_fixed_disjoint_and_complete(self):
@@ -31,7 +32,8 @@ class WsjPosTest(tf.test.TestCase, parameterized.TestCase):
         splits = {name: read_sentences(folder / f"{name}.txt") for name in wsj_pos.SPLITS}
         self.assertEqual({name: len(rows) for name, rows in splits.items()}, {
             "train": 801, "valid": 100, "test": 100})
-        firsts = [sentence[0][0] for name in ("train", "valid", "test") for sentence in splits[name]]
+        firsts = [sentence[0][0] for name in ("train", "valid",
+                                              "test") for sentence in splits[name]]
         self.assertEqual(firsts,
                          [f"word{i}" for i in range(SENTENCES)])  # file order, each line once
         self.assertEqual(splits["valid"][0], [("word801", "B-NN"), (",", "B-,"), ("end", "B-VB")])
@@ -54,7 +56,8 @@ class WsjPosTest(tf.test.TestCase, parameterized.TestCase):
         splits = {name: read_sentences(folder / f"{name}.txt") for name in wsj_pos.SPLITS}
         self.assertEqual([len(splits[name]) for name in ("train", "valid", "test")],
                          [801, 100, 100])
-        texts = {name: {" ".join(word for word, _ in s) for s in rows} for name, rows in splits.items()}
+        texts = {name: {" ".join(word for word, _ in s) for s in rows} for name,
+                 rows in splits.items()}
         self.assertFalse(texts["valid"] & texts["test"])
         tags = tag_set(folder)
         self.assertLessEqual({"B-NN", "B-VBD", "B-LS", "B-SYM"}, set(tags))

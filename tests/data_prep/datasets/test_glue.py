@@ -52,13 +52,15 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_cola_headerless_train_and_dev_headed_test(self):
         tmp_path = Path(self.create_tempdir().full_path)
-        rows = [["gj04", "1", "", 'He said "hi and left.'], ["gj04", "0", "*", "They drank the pub."],
+        rows = [["gj04", "1", "", 'He said "hi and left.'], ["gj04", "0", "*",
+                                                             "They drank the pub."],
                 ["cj99", "1", "", "The cat sat."]]
         write(tmp_path, "train.tsv", rows, crlf=True)
         write(tmp_path, "dev.tsv", rows[:2])
         write(tmp_path, "test.tsv", [["index", "sentence"], ["0", "A dog ran."], ["1", "It is."]])
         processor = get_processor("CoLA")
-        self.assertEqual((processor.name, processor.labels, processor.is_regression), ("CoLA", ["0", "1"],
+        self.assertEqual((processor.name, processor.labels, processor.is_regression),
+                         ("CoLA", ["0", "1"],
                                                                               False))
         train = processor.train_examples(str(tmp_path))
         # The unbalanced quote stays in its row; it does not swallow the following lines.
@@ -68,13 +70,15 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual([e.label for e in processor.dev_sets(str(tmp_path))["dev"]], ["1", "0"])
         test = processor.test_sets(str(tmp_path))
         self.assertEqual(list(test), ["CoLA"])
-        self.assertEqual([(e.guid, e.text_a, e.label) for e in test["CoLA"]], [("0", "A dog ran.", None),
+        self.assertEqual([(e.guid, e.text_a, e.label) for e in test["CoLA"]],
+                         [("0", "A dog ran.", None),
                                                                        ("1", "It is.", None)])
 
     def test_mrpc_columns_by_name_bom_and_quotes(self):
         tmp_path = Path(self.create_tempdir().full_path)
         header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
-        write(tmp_path, "train.tsv", [header, ["1", "7", "8", 'He called " the witness " ,', 'A " b'],
+        write(tmp_path, "train.tsv", [header, ["1", "7", "8", 'He called " the witness " ,',
+                                               'A " b'],
                                       ["0", "9", "10", "x", "y"]], bom=True, crlf=True)
         write(tmp_path, "dev.tsv", [header, ["0", "1", "2", "p", "q"]])
         write(tmp_path, "test.tsv", [["index", *header[1:]], ["0", "5", "6", "s", "t"]])
@@ -110,7 +114,8 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(processor.name, "AX")
         self.assertEqual(processor.labels, ["contradiction", "entailment",
                                                                "neutral"])
-        with self.assertRaisesRegex(FileNotFoundError, r"diagnostic\.tsv or .*AX\.tsv.*GLUE layout"):
+        with self.assertRaisesRegex(FileNotFoundError,
+                                    r"diagnostic\.tsv or .*AX\.tsv.*GLUE layout"):
             processor.test_sets(str(mnli))
         write(mnli, "AX.tsv", [["index", "sentence1", "sentence2"], ["3", "a", "b"]])
         self.assertEqual(processor.test_sets(str(mnli)),
@@ -140,7 +145,8 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         tmp_path = Path(self.create_tempdir().full_path)
         header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
                   "sentence1", "sentence2"]
-        row = ["0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A cat.", "A dog."]
+        row = ["0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A cat.",
+               "A dog."]
         write(tmp_path, "train.tsv", [header + ["score"], row + ["3.800"]])
         write(tmp_path, "dev.tsv", [header + ["score"], row + ["high"]])
         processor = get_processor("stsb")
@@ -178,16 +184,19 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown task 'xnli'.*CoLA.*tsv"):
             get_processor("xnli")
         processor = get_processor("rte")
-        with self.assertRaisesRegex(FileNotFoundError, r"train\.tsv: no such file; expected the GLUE "
+        with self.assertRaisesRegex(FileNotFoundError,
+                                    r"train\.tsv: no such file; expected the GLUE "
                                                     r"layout for RTE: <data_dir>/\{train\.tsv, dev"):
             processor.train_examples(str(tmp_path))
         header = ["index", "sentence1", "sentence2", "label"]
-        write(tmp_path, "train.tsv", [header, ["0", "a", "b", "entailment"], ["1", "a", "b", "maybe"]])
+        write(tmp_path, "train.tsv", [header, ["0", "a", "b", "entailment"],
+                                      ["1", "a", "b", "maybe"]])
         with self.assertRaisesRegex(ValueError, r"train\.tsv:3: label 'maybe' is not one of "
                                              r"\['entailment', 'not_entailment'\]"):
             processor.train_examples(str(tmp_path))
         write(tmp_path, "train.tsv", [header, ["0", "a", "b"]])
-        with self.assertRaisesRegex(ValueError, r"train\.tsv:2: 3 tab-separated columns, at least 4"):
+        with self.assertRaisesRegex(ValueError,
+                                    r"train\.tsv:2: 3 tab-separated columns, at least 4"):
             processor.train_examples(str(tmp_path))
         write(tmp_path, "dev.tsv", [header])
         with self.assertRaisesRegex(ValueError, r"dev\.tsv: holds no examples"):
@@ -214,7 +223,8 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
                                              r"\['neg', 'pos'\]"):
             processor.dev_sets(str(tmp_path))
         self.assertEqual(processor.labels, ["neg", "pos"])
-        self.assertEqual(processor.train_examples(str(tmp_path))[0], InputExample("train-0", "good", None,
+        self.assertEqual(processor.train_examples(str(tmp_path))[0],
+                         InputExample("train-0", "good", None,
                                                                            "pos"))
 
     def test_user_tsv_headerless_pairs_with_given_labels(self):
@@ -244,9 +254,11 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
             "segment_ids": ((3, 8), np.int32), "label_ids": ((3,), np.int32)})
         ids = lambda *tokens: [vocab[t] for t in tokens]  # noqa: E731
         # 7 + 2 tokens for 5 places: the longer text loses tokens until it is no longer longer.
-        self.assertEqual(features["input_ids"][0].tolist(), ids("[CLS]", "the", "cat", "sat", "[SEP]", "a",
+        self.assertEqual(features["input_ids"][0].tolist(), ids("[CLS]", "the", "cat", "sat",
+                                                                "[SEP]", "a",
                                                         "dog", "[SEP]"))
-        self.assertEqual(features["input_ids"][1].tolist(), ids("[CLS]", "cat", "[SEP]", "a", "dog", "ran",
+        self.assertEqual(features["input_ids"][1].tolist(), ids("[CLS]", "cat", "[SEP]", "a",
+                                                                "dog", "ran",
                                                         "on", "[SEP]"))
         self.assertEqual(features["segment_ids"][1].tolist(), [0, 0, 0, 1, 1, 1, 1, 1])
         self.assertEqual(features["input_ids"][2].tolist(),
@@ -259,7 +271,8 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_convert_examples_empty_second_text_is_a_single_text(self):
         """As the original's `if example.text_b:`: no second [SEP], no truncation counted."""
-        examples = [InputExample("0", "the cat sat on the mat", text_b, "1") for text_b in ("", " ")]
+        examples = [InputExample("0", "the cat sat on the mat", text_b,
+                                 "1") for text_b in ("", " ")]
         features, num_truncated = convert_examples(examples, self.tokenizer, 8, ["0", "1"])
         single, _ = convert_examples([InputExample("0", "the cat sat on the mat", None, "1")],
                                      self.tokenizer, 8, ["0", "1"])
@@ -318,7 +331,8 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
             self.assertAllEqual(both.features[key][:, 1], swapped[key])
         self.assertAllEqual(both.features["label_ids"], [1, 0])
         with self.assertRaisesRegex(ValueError, "one text, the first '2'"):
-            convert_both_orders([*examples, InputExample("2", "the cat", None, "1")], self.tokenizer, 16,
+            convert_both_orders([*examples, InputExample("2", "the cat", None, "1")],
+                                self.tokenizer, 16,
                                 ["0", "1"])
 
 

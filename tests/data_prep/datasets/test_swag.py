@@ -38,7 +38,8 @@ class SwagTest(tf.test.TestCase):
         self.assertEqual(examples, [
             MultipleChoiceExample("4", "A man, tired.", "He",
                                   ['says "no".', "runs.", "sits.", "eats, a lot"], 2),
-            MultipleChoiceExample("17", "The cat sat.", "It", ["ran.", "sat.", "slept.", "ate."], 0)])
+            MultipleChoiceExample("17", "The cat sat.", "It", ["ran.", "sat.", "slept.", "ate."],
+                                  0)])
 
     def test_test_file_has_no_label(self):
         tmp_path = Path(self.create_tempdir().full_path)
@@ -48,7 +49,8 @@ class SwagTest(tf.test.TestCase):
 
     def test_reading_errors_name_file_and_line(self):
         tmp_path = Path(self.create_tempdir().full_path)
-        with self.assertRaisesRegex(FileNotFoundError, r"val\.csv: no such file; SWAG's distribution"):
+        with self.assertRaisesRegex(FileNotFoundError,
+                                    r"val\.csv: no such file; SWAG's distribution"):
             read_swag(str(tmp_path / "val.csv"), has_label=True)
         path = write(tmp_path / "val.csv", [HEADER, "0,v,3,a b,a,b,gold,c,d,e,f"])
         with self.assertRaisesRegex(ValueError, r"val\.csv: header lacks SWAG columns label"):
@@ -67,18 +69,21 @@ class SwagTest(tf.test.TestCase):
         vocab = self.tokenizer.vocab
         examples = [MultipleChoiceExample("0", "The cat sat.", "It",
                                           ["ran away.", "sat.", "ran home.", "sat on a mat."], 3),
-                    MultipleChoiceExample("1", "Dog.", "It", ["ran.", "sat.", "ran.", "sat."], None)]
+                    MultipleChoiceExample("1", "Dog.", "It", ["ran.", "sat.", "ran.", "sat."],
+                                          None)]
         features = convert_multiple_choice(examples, self.tokenizer, 9)
         self.assertEqual({name: (array.shape, array.dtype) for name, array in features.items()}, {
             "input_ids": ((2, 4, 9), np.int32), "input_mask": ((2, 4, 9), np.int32),
             "segment_ids": ((2, 4, 9), np.int32), "label_ids": ((2,), np.int32)})
         ids = lambda *tokens: [vocab[t] for t in tokens]  # noqa: E731
         # 4 + 4 tokens for 6 places: on a tie the continuation loses first.
-        self.assertEqual(features["input_ids"][0, 0].tolist(), ids("[CLS]", "the", "cat", "sat", "[SEP]",
+        self.assertEqual(features["input_ids"][0, 0].tolist(), ids("[CLS]", "the", "cat", "sat",
+                                                                   "[SEP]",
                                                            "it", "ran", "away", "[SEP]"))
         self.assertEqual(features["segment_ids"][0, 1].tolist(), [0] * 5 + [1] * 4)
         # Context 4 tokens, continuation 6 ("it sat on a mat ."): 6 places, the longer one is cut.
-        self.assertEqual(features["input_ids"][0, 3].tolist(), ids("[CLS]", "the", "cat", "sat", "[SEP]",
+        self.assertEqual(features["input_ids"][0, 3].tolist(), ids("[CLS]", "the", "cat", "sat",
+                                                                   "[SEP]",
                                                            "it", "sat", "on", "[SEP]"))
         self.assertEqual(features["input_mask"][1, 0].tolist(), [1] * 8 + [0])
         self.assertEqual(features["label_ids"].tolist(), [3, 0])
@@ -86,9 +91,11 @@ class SwagTest(tf.test.TestCase):
     def test_conversion_rejects_uneven_choices_and_bad_labels(self):
         with self.assertRaisesRegex(ValueError, "example 1: 3 endings, the first example has 4"):
             convert_multiple_choice([MultipleChoiceExample("0", "a", "b", ["c"] * 4, 0),
-                                     MultipleChoiceExample("1", "a", "b", ["c"] * 3, 0)], self.tokenizer, 8)
+                                     MultipleChoiceExample("1", "a", "b", ["c"] * 3,
+                                                           0)], self.tokenizer, 8)
         with self.assertRaisesRegex(ValueError, r"label 4 is not a choice index 0\.\.3"):
-            convert_multiple_choice([MultipleChoiceExample("0", "a", "b", ["c"] * 4, 4)], self.tokenizer, 8)
+            convert_multiple_choice([MultipleChoiceExample("0", "a", "b", ["c"] * 4, 4)],
+                                    self.tokenizer, 8)
         with self.assertRaisesRegex(ValueError, "no examples"):
             convert_multiple_choice([], self.tokenizer, 8)
 

@@ -95,7 +95,8 @@ class PretrainingInstancesTest(tf.test.TestCase, parameterized.TestCase):
         document_bounds, sentence_bounds = one_token_sentences([100] * 50)
 
         def mean_length(short_seq_prob):
-            options = InstanceOptions(max_seq_length=67, dupe_factor=2, short_seq_prob=short_seq_prob)
+            options = InstanceOptions(max_seq_length=67, dupe_factor=2,
+                                      short_seq_prob=short_seq_prob)
             spans = segment_spans(document_bounds, sentence_bounds, options, random.Random(1))
             return np.mean(spans[:, 1] - spans[:, 0] + spans[:, 3] - spans[:, 2])
 
@@ -213,7 +214,8 @@ class PretrainingInstancesTest(tf.test.TestCase, parameterized.TestCase):
             tokens = original_tokens(token_ids, span, options)
             used = int(features["masked_lm_weights"][row].sum())
             self.assertLessEqual(used,
-                                 min(8, max(1, round(len(tokens) * 0.15))))  # 0 if every word is too long
+                                 min(8, max(1,
+                                            round(len(tokens) * 0.15))))  # 0 if every word is too long
             masked = set(features["masked_lm_positions"][row][:used].tolist())
             for position in range(1, len(tokens)):
                 continues = (VOCAB.continues_word[tokens[position]]

@@ -54,7 +54,8 @@ class PretrainingTransformTest(tf.test.TestCase):
 
     def test_one_shard_holds_the_transform_records_in_chunk_order(self):
         tmp_path = self.tmp_path
-        settings = settings_for(self.corpus, tmp_path / "out" / "data.tfrecord", num_output_shards=1)
+        settings = settings_for(self.corpus, tmp_path / "out" / "data.tfrecord",
+                                num_output_shards=1)
         summary = create_pretraining_data(settings, io.StringIO())
         written = list(tf.data.TFRecordDataset(str(tmp_path / "out" / "data.tfrecord"))
                        .as_numpy_iterator())
