@@ -102,7 +102,7 @@ class SquadPredictionsTest(tf.test.TestCase, parameterized.TestCase):
             predictions, nbest, null_odds = compute_predictions(
                 examples, features, results, 5, 30, True, True, null_score_diff_threshold=threshold)
             self.assertEqual(predictions, {"q1": answer})
-            self.assertEqual(null_odds, {"q1": pytest.approx(1.0)})
+            self.assertAllClose(null_odds, {"q1": 1.0}, rtol=1e-6, atol=1e-12)
         texts = [entry["text"] for entry in nbest["q1"]]
         self.assertEqual(texts[:2], ["", "c d"])
         self.assertEqual(nbest["q1"][0]["start_logit"], 2.5)
