@@ -29,7 +29,7 @@ class VocabTest(tf.test.TestCase):
 
     def test_few_unused_slots_all_come_before_specials(self):
         self.assertEqual(vocab.reserved_tokens(2), ["[PAD]", "[unused0]", "[unused1]",
-                                            "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+                                                    "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
         self.assertEqual(vocab.reserved_tokens(0), ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
         with self.assertRaisesRegex(ValueError, "--num_unused"):
             vocab.reserved_tokens(-1)

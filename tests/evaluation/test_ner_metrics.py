@@ -41,7 +41,7 @@ class NerMetricsTest(tf.test.TestCase, parameterized.TestCase):
             "LOC": {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1},
             "ORG": {"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1},
             "PER": {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 1}},
-            rtol=1e-6, atol=1e-12)
+                            rtol=1e-6, atol=1e-12)
         self.assertAllClose(token_accuracy(gold, predicted), 5 / 6, rtol=1e-6, atol=1e-12)
 
     @parameterized.parameters("IOB1", "IOB2")

@@ -87,7 +87,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     def test_base_and_large_presets(self):
         large = BertConfig.preset("large")
         self.assertEqual((large.num_hidden_layers, large.hidden_size, large.num_attention_heads,
-                large.intermediate_size), (24, 1024, 16, 4096))
+                          large.intermediate_size), (24, 1024, 16, 4096))
         base = BertConfig.preset("base")
         self.assertEqual((base.num_hidden_layers, base.hidden_size, base.num_attention_heads),
                          (12, 768, 12))
@@ -127,7 +127,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
                   if key not in ("hidden_size", "vocab_size")}
         path = write_json(tmp_path, values)
         with self.assertRaisesRegex(ConfigError, f"{path}: missing required field.*vocab_size, "
-                                              "hidden_size"):
+                                                 "hidden_size"):
             BertConfig.from_json_file(path)
 
     def test_invalid_json(self):

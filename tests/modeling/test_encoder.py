@@ -103,9 +103,8 @@ class EncoderTest(tf.test.TestCase, parameterized.TestCase):
         positions = np.array([[5, 0, 15], [10, 10, 2]], "int32")
         some = model(inputs, output_positions=positions)
         self.assertEqual(some["sequence_output"].shape, (B, 3, 32))
-        self.assertAllClose(some["sequence_output"], np.take_along_axis(full["sequence_output"],
-                                                      positions[:, :,
-                                                                None], axis=1), rtol=1e-5, atol=1e-5)
+        expected = np.take_along_axis(full["sequence_output"], positions[:, :, None], axis=1)
+        self.assertAllClose(some["sequence_output"], expected, rtol=1e-5, atol=1e-5)
         self.assertAllClose(some["pooled_output"], full["pooled_output"], rtol=1e-5, atol=1e-6)
         none = model(inputs, output_positions=np.zeros((B, 0), "int32"))
         self.assertEqual(none["sequence_output"].shape, (B, 0, 32))

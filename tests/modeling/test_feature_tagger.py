@@ -72,7 +72,7 @@ class FeatureTaggerTest(tf.test.TestCase, parameterized.TestCase):
             feature_width("first", 8)
         self.assertEqual(set(FEATURE_LAYERS), {"embeddings", "second_to_last", "last",
                                                "sum_last_four",
-                                       "concat_last_four", "sum_all"})
+                                               "concat_last_four", "sum_all"})
 
     def test_write_features_matches_the_encoder(self):
         tmp_path = Path(self.create_tempdir().full_path)

@@ -115,7 +115,7 @@ class HeadsTest(tf.test.TestCase, parameterized.TestCase):
         head = NextSentenceHead(CONFIG, name="nsp")
         shapes = {name: tuple(v.shape) for name, v in head.checkpoint_variables().items()}
         self.assertEqual(shapes, {"cls/seq_relationship/output_weights": (2, 32),
-                          "cls/seq_relationship/output_bias": (2,)})
+                                  "cls/seq_relationship/output_bias": (2,)})
         clone = NextSentenceHead.from_config(head.get_config())
         self.assertEqual(clone.name, "nsp")
         self.assertEqual(clone.config, CONFIG)
@@ -135,7 +135,7 @@ class HeadsTest(tf.test.TestCase, parameterized.TestCase):
     def test_mismatched_embedding_table_is_rejected(self):
         other = BertEncoder(CONFIG.replace(vocab_size=50))
         with self.assertRaisesRegex(ValueError, r"embedding_table has shape \(50, 32\), expected "
-                                             r"\[vocab_size, hidden_size\] = \(100, 32\)"):
+                                                r"\[vocab_size, hidden_size\] = \(100, 32\)"):
             MaskedLMHead(CONFIG, other.embedding_table)
 
     def test_mixed_float16_logits_are_float32(self):

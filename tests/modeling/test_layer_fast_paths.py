@@ -187,7 +187,8 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
             if name == "key_bias":
                 # A shift of a query's scores leaves its softmax unchanged, so this
                 # gradient is zero: both are rounding noise.
-                self.assertTrue(np.abs(gradient.numpy()).max() < 1e-5 > np.abs(reference.numpy()).max())
+                self.assertLess(np.abs(gradient.numpy()).max(), 1e-5)
+                self.assertLess(np.abs(reference.numpy()).max(), 1e-5)
                 continue
             self.assertAllClose(gradient.numpy(), reference.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -269,7 +270,7 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(dropped, expected)
         picked = tf.gather(inputs, rows, axis=2, batch_dims=1)
         self.assertAllEqual(layer.drop_rows(picked, rows, tf.shape(inputs), axis=2,
-                                                      training=False).numpy(), picked.numpy())
+                                            training=False).numpy(), picked.numpy())
 
     @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
                            causal=[False, True])

@@ -171,7 +171,7 @@ class LayersTest(harness.KerasTestCase):
     def test_embeddings_reject_sequences_longer_than_positions(self):
         layer = BertEmbeddings(11, H, max_position_embeddings=4, type_vocab_size=2)
         with self.assertRaisesRegex(ValueError, "input_ids has 7 positions but the model has only "
-                                             "max_position_embeddings=4"):
+                                                "max_position_embeddings=4"):
             layer(np.zeros((1, 7), "int32"), np.zeros((1, 7), "int32"))
 
     @parameterized.parameters([{'layer': v} for v in [

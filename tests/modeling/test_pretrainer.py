@@ -59,8 +59,8 @@ class PretrainerTest(harness.KerasTestCase):
                   for objective, model in self.models.items()}
         self.assertEqual(shapes, {"mlm_nsp": {"masked_lm_logits": (B, P, V),
                                               "next_sentence_logits": (B, 2)},
-                          "mlm": {"masked_lm_logits": (B, P, V)},
-                          "ltr": {"lm_logits": (B, S, V)}})
+                                  "mlm": {"masked_lm_logits": (B, P, V)},
+                                  "ltr": {"lm_logits": (B, S, V)}})
         self.assertTrue(self.models["ltr"].encoder.causal)
         self.assertFalse(self.models["mlm_nsp"].encoder.causal)
 
@@ -158,7 +158,7 @@ class PretrainerTest(harness.KerasTestCase):
                             expected["next_sentence_loss"], rtol=1e-4, atol=0)
         after = model.trainable_weights
         self.assertTrue(all(not np.array_equal(b, keras.ops.convert_to_numpy(a))
-                   for b, a in zip(before, after)))
+                            for b, a in zip(before, after)))
 
     @parameterized.product(jit_compile=[False, True], objective=["mlm_nsp", "mlm"])
     def test_last_block_at_the_read_positions_trains_as_the_full_block(self, objective, jit_compile):
@@ -206,10 +206,11 @@ class PretrainerTest(harness.KerasTestCase):
         self.assertAllClose(logs["masked_lm_accuracy"],
                             (correct * weights).sum() / weights.sum(), rtol=1e-6, atol=0)
         self.assertAllClose(logs["next_sentence_accuracy"],
-                            (outputs["next_sentence_logits"].argmax(-1) == labels).mean(), rtol=1e-7, atol=0)
+                            (outputs["next_sentence_logits"].argmax(-1) == labels).mean(),
+                            rtol=1e-7, atol=0)
         self.assertEqual(set(logs), {"loss", "masked_lm_loss", "masked_lm_accuracy",
                                      "next_sentence_loss",
-                             "next_sentence_accuracy"})
+                                     "next_sentence_accuracy"})
 
     def test_keras_file_and_config_round_trip(self):
         tmp_path = Path(self.create_tempdir().full_path)

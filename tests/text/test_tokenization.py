@@ -93,7 +93,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
         tokens, word_ids = _batch_tokens(self.small_tokenizer,
                                          ["UNwant\u00E9d,running", "", "want, wa unwanted x"])
         self.assertEqual(tokens, [["un", "##want", "##ed", ",", "runn", "##ing"], [],
-                          ["want", ",", "wa", "un", "##want", "##ed", "[UNK]"]])
+                                  ["want", ",", "wa", "un", "##want", "##ed", "[UNK]"]])
         self.assertEqual(word_ids, [[0, 0, 0, 1, 2, 2], [], [0, 1, 2, 3, 3, 3, 4]])
 
     @parameterized.parameters([{'name': v} for v in CASES])
@@ -107,14 +107,15 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
         tokens, word_ids = _batch_tokens(tokenizer, texts)
         words = split_words(tf.constant(texts), lower_case=CASES[name]).to_list()
         for text, row_tokens, row_ids, row_words in zip(texts, tokens, word_ids, words):
-            self.assertTrue(row_ids == sorted(row_ids) and set(row_ids) == set(range(len(row_words))),
-                            msg=f"{text[:120]!r}: word ids {row_ids[:40]} for {len(row_words)} words")
+            message = f"{text[:120]!r}: word ids {row_ids[:40]} for {len(row_words)} words"
+            self.assertEqual(row_ids, sorted(row_ids), msg=message)
+            self.assertEqual(set(row_ids), set(range(len(row_words))), msg=message)
             pieces: list[list[str]] = [[] for _ in row_words]
             for token, word in zip(row_tokens, row_ids):
                 pieces[word].append(token.removeprefix("##"))
             for word_pieces, word in zip(pieces, row_words):
-                self.assertTrue(word_pieces == ["[UNK]"] or "".join(word_pieces) == word.decode("utf-8"),
-                                msg=f"{text[:120]!r}: word {word!r} got pieces {word_pieces}")
+                spelled = word_pieces == ["[UNK]"] or "".join(word_pieces) == word.decode("utf-8")
+                self.assertTrue(spelled, msg=f"{text[:120]!r}: word {word!r} got pieces {word_pieces}")
 
     @parameterized.parameters([{'name': v} for v in CASES])
     def test_batch_matches_single_texts(self, name):
@@ -170,7 +171,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
         tmp_path = Path(self.create_tempdir().full_path)
         path = _write_vocab(tmp_path / "vocab.txt", [t for t in SMALL_VOCAB if t != "[SEP]"])
         with self.assertRaisesRegex(ValueError, rf"{re.escape(path)} lacks \[SEP\], which packing "
-                                             "texts into model inputs needs"):
+                                                "texts into model inputs needs"):
             FullTokenizer(path)
         tokenizer = FullTokenizer(path, required_tokens=())  # tokenizing alone needs only [UNK]
         self.assertEqual(tokenizer.tokenize("unwanted"), ["un", "##want", "##ed"])

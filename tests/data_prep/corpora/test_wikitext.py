@@ -81,7 +81,7 @@ class WikitextTest(tf.test.TestCase):
             ("Also kept", 0, "", "More &lt;ref&gt;x&lt;/ref&gt;text."),
         ])
         self.assertEqual(list(iter_articles(dump)), [("Kept", "Article text."),
-                                             ("Also kept", "More <ref>x</ref>text.")])
+                                                     ("Also kept", "More <ref>x</ref>text.")])
 
 
 if __name__ == "__main__":

@@ -65,8 +65,8 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         train = processor.train_examples(str(tmp_path))
         # The unbalanced quote stays in its row; it does not swallow the following lines.
         self.assertEqual(train, [InputExample("train-0", 'He said "hi and left.', None, "1"),
-                         InputExample("train-1", "They drank the pub.", None, "0"),
-                         InputExample("train-2", "The cat sat.", None, "1")])
+                                 InputExample("train-1", "They drank the pub.", None, "0"),
+                                 InputExample("train-2", "The cat sat.", None, "1")])
         self.assertEqual([e.label for e in processor.dev_sets(str(tmp_path))["dev"]], ["1", "0"])
         test = processor.test_sets(str(tmp_path))
         self.assertEqual(list(test), ["CoLA"])
@@ -113,7 +113,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         processor = get_processor("ax")
         self.assertEqual(processor.name, "AX")
         self.assertEqual(processor.labels, ["contradiction", "entailment",
-                                                               "neutral"])
+                                            "neutral"])
         with self.assertRaisesRegex(FileNotFoundError,
                                     r"diagnostic\.tsv or .*AX\.tsv.*GLUE layout"):
             processor.test_sets(str(mnli))
@@ -186,13 +186,13 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         processor = get_processor("rte")
         with self.assertRaisesRegex(FileNotFoundError,
                                     r"train\.tsv: no such file; expected the GLUE "
-                                                    r"layout for RTE: <data_dir>/\{train\.tsv, dev"):
+                                    r"layout for RTE: <data_dir>/\{train\.tsv, dev"):
             processor.train_examples(str(tmp_path))
         header = ["index", "sentence1", "sentence2", "label"]
         write(tmp_path, "train.tsv", [header, ["0", "a", "b", "entailment"],
                                       ["1", "a", "b", "maybe"]])
         with self.assertRaisesRegex(ValueError, r"train\.tsv:3: label 'maybe' is not one of "
-                                             r"\['entailment', 'not_entailment'\]"):
+                                                r"\['entailment', 'not_entailment'\]"):
             processor.train_examples(str(tmp_path))
         write(tmp_path, "train.tsv", [header, ["0", "a", "b"]])
         with self.assertRaisesRegex(ValueError,
@@ -220,7 +220,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(RuntimeError, "train_examples"):
             processor.labels
         with self.assertRaisesRegex(ValueError, r"dev\.tsv:2: label 'mixed' is not one of "
-                                             r"\['neg', 'pos'\]"):
+                                                r"\['neg', 'pos'\]"):
             processor.dev_sets(str(tmp_path))
         self.assertEqual(processor.labels, ["neg", "pos"])
         self.assertEqual(processor.train_examples(str(tmp_path))[0],
@@ -256,10 +256,10 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         # 7 + 2 tokens for 5 places: the longer text loses tokens until it is no longer longer.
         self.assertEqual(features["input_ids"][0].tolist(), ids("[CLS]", "the", "cat", "sat",
                                                                 "[SEP]", "a",
-                                                        "dog", "[SEP]"))
+                                                                "dog", "[SEP]"))
         self.assertEqual(features["input_ids"][1].tolist(), ids("[CLS]", "cat", "[SEP]", "a",
                                                                 "dog", "ran",
-                                                        "on", "[SEP]"))
+                                                                "on", "[SEP]"))
         self.assertEqual(features["segment_ids"][1].tolist(), [0, 0, 0, 1, 1, 1, 1, 1])
         self.assertEqual(features["input_ids"][2].tolist(),
                          ids("[CLS]", "cat", "sat", "[SEP]") + [0] * 4)

@@ -79,12 +79,12 @@ class SwagTest(tf.test.TestCase):
         # 4 + 4 tokens for 6 places: on a tie the continuation loses first.
         self.assertEqual(features["input_ids"][0, 0].tolist(), ids("[CLS]", "the", "cat", "sat",
                                                                    "[SEP]",
-                                                           "it", "ran", "away", "[SEP]"))
+                                                                   "it", "ran", "away", "[SEP]"))
         self.assertEqual(features["segment_ids"][0, 1].tolist(), [0] * 5 + [1] * 4)
         # Context 4 tokens, continuation 6 ("it sat on a mat ."): 6 places, the longer one is cut.
         self.assertEqual(features["input_ids"][0, 3].tolist(), ids("[CLS]", "the", "cat", "sat",
                                                                    "[SEP]",
-                                                           "it", "sat", "on", "[SEP]"))
+                                                                   "it", "sat", "on", "[SEP]"))
         self.assertEqual(features["input_mask"][1, 0].tolist(), [1] * 8 + [0])
         self.assertEqual(features["label_ids"].tolist(), [3, 0])
 
