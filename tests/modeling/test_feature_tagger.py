@@ -8,12 +8,11 @@ import numpy as np
 from absl.testing import parameterized
 import tensorflow as tf
 
-from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, combine_hidden_states, feature_width,
                                      write_features)
-from tests.fixtures import TINY_CONFIG
+from tests.fixtures import TINY_CONFIG, tiny_config
 
 HIDDEN = TINY_CONFIG["hidden_size"]
 
@@ -33,8 +32,7 @@ class FeatureTaggerTest(tf.test.TestCase, parameterized.TestCase):
     def setUpClass(cls):
         """One 5-block encoder and its hidden states, shared by the tests that only read them."""
         super().setUpClass()
-        config = BertConfig.from_dict({**TINY_CONFIG, "num_hidden_layers": 5})
-        cls.encoder = BertEncoder(config, output_hidden_states=True)
+        cls.encoder = BertEncoder(tiny_config(num_hidden_layers=5), output_hidden_states=True)
         cls.arrays = _arrays()
         cls.states = [np.asarray(state)
                       for state in cls.encoder(cls.arrays, training=False)["hidden_states"]]

@@ -101,8 +101,8 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
     def test_seeded_training_losses_match_the_concatenated_implementation(self):
         """Same dropout masks, same updates: the loss curve is unchanged but for float noise.
 
-    The earlier implementation also computed the last block at every position.
-    """
+        The earlier implementation also computed the last block at every position.
+        """
         new = seeded_pretraining_losses(4)
         self.enter_context(mock.patch.object(SelfAttention, "call", concatenated_attention))
         old = seeded_pretraining_losses(4)
