@@ -1,7 +1,7 @@
 """demo.py's scheduling: the low-priority runner that fills pre-training's idle time."""
 
-from pathlib import Path
 import time
+from pathlib import Path
 
 import tensorflow as tf
 

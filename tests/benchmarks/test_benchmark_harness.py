@@ -1,7 +1,7 @@
 """The benchmark harness: medians, ratios, tables and report files."""
 
-from pathlib import Path
 import itertools
+from pathlib import Path
 
 import tensorflow as tf
 

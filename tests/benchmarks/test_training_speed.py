@@ -1,8 +1,9 @@
 """The training benchmark's and profiler's own logic: data, FLOPs, checks, tables, op classes."""
 
 from pathlib import Path
-from absl.testing import parameterized
+
 import tensorflow as tf
+from absl.testing import parameterized
 
 from benchmarks import profile_training_step, training_speed
 

@@ -1,9 +1,9 @@
 """The Beam pipeline (DirectRunner) writes the same records as the local tool."""
 
-from pathlib import Path
 import glob
 import subprocess
 import sys
+from pathlib import Path
 
 import apache_beam as beam
 import pytest

@@ -1,13 +1,12 @@
 """WordPiece vocabulary learning: Google's layout, size limits, errors, real use."""
 
-from unittest import mock
-from pathlib import Path
 import os
+from pathlib import Path
+from unittest import mock
 
 import tensorflow as tf
 
 from data_prep import vocab
-
 
 STEMS = ["play", "walk", "talk", "jump", "look", "cook", "work", "help", "kick", "pick"]
 COUNTS = {stem + suffix: 3 for stem in STEMS for suffix in ("", "ing", "ed", "s")}

@@ -3,8 +3,8 @@
 import math
 
 import numpy as np
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from evaluation.glue import compute_metrics, glue_average, glue_score, multiple_choice_accuracy
 

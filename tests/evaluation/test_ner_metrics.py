@@ -3,10 +3,10 @@
 import random
 import warnings
 
+import tensorflow as tf
+from absl.testing import parameterized
 from seqeval.metrics import classification_report
 from seqeval.metrics.sequence_labeling import precision_recall_fscore_support
-from absl.testing import parameterized
-import tensorflow as tf
 
 from evaluation.ner import entity_scores, token_accuracy
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
-from evaluation.squad import (evaluate_v1, evaluate_v2, exact_match_score, f1_score,
-                              normalize_answer)
+from evaluation.squad import evaluate_v1, evaluate_v2, exact_match_score, f1_score, normalize_answer
 from tests.fixtures import REPO
 
 

@@ -1,10 +1,10 @@
 """BertConfig: Google and Hugging Face files, presets, validation messages."""
 
-from pathlib import Path
 import json
+from pathlib import Path
 
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.config import BertConfig, ConfigError
 

@@ -1,6 +1,7 @@
 """BertEncoder: outputs, masking, causal mode, checkpoint names, serialization, precision."""
 
 from pathlib import Path
+
 import keras
 import numpy as np
 import tensorflow as tf

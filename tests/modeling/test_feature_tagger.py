@@ -1,17 +1,23 @@
 """Table 7's feature choices, the masked BiLSTM tagger, and the feature cache writer."""
 
-from pathlib import Path
 import os
+from pathlib import Path
 
 import keras
 import numpy as np
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.encoder import BertEncoder
-from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
-                                     check_feature_layers, combine_hidden_states, feature_width,
-                                     write_features)
+from modeling.feature_tagger import (
+    FEATURE_LAYERS,
+    FeatureBatches,
+    FeatureTagger,
+    check_feature_layers,
+    combine_hidden_states,
+    feature_width,
+    write_features,
+)
 from tests.fixtures import TINY_CONFIG, tiny_config
 
 HIDDEN = TINY_CONFIG["hidden_size"]

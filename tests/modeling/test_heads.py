@@ -4,8 +4,8 @@ import math
 
 import keras
 import numpy as np
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead

@@ -17,8 +17,17 @@ from modeling.layers.xla_context import compiled_by_xla
 from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer, pretraining_losses
 from tests.fixtures import tiny_config
-from tests.modeling.layer_references import (B, FFN, H, HEADS, RNG, S, padded_mask,
-                                             random_weights, reset_rng)
+from tests.modeling.layer_references import (
+    FFN,
+    HEADS,
+    RNG,
+    B,
+    H,
+    S,
+    padded_mask,
+    random_weights,
+    reset_rng,
+)
 
 
 def concatenated_attention(self, hidden_states, bias, training=None, return_probabilities=False,

@@ -14,10 +14,20 @@ from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.transformer import TransformerBlock
 from tests.modeling import harness
-from tests.modeling.layer_references import (B, FFN, H, HEADS, RNG, S, erf, layer_norm,
-                                             padded_mask, random_weights, reference_attention,
-                                             reset_rng)
-
+from tests.modeling.layer_references import (
+    FFN,
+    HEADS,
+    RNG,
+    B,
+    H,
+    S,
+    erf,
+    layer_norm,
+    padded_mask,
+    random_weights,
+    reference_attention,
+    reset_rng,
+)
 
 
 def _hidden_inputs() -> tuple[np.ndarray, np.ndarray]:

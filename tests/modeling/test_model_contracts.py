@@ -1,14 +1,13 @@
 """The shared harness over the encoder and every task model (shapes, configs, saving, dtype)."""
 
 import numpy as np
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.pretrainer import BertPretrainer
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
-                                  BertTokenTagger)
+from modeling.task_models import BertClassifier, BertMultipleChoice, BertSpanModel, BertTokenTagger
 from tests.fixtures import tiny_config
 from tests.modeling import harness
 

@@ -1,6 +1,7 @@
 """BertPretrainer: outputs per objective, the paper's losses against numpy, metrics, training."""
 
 from pathlib import Path
+
 import keras
 import numpy as np
 import tensorflow as tf

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from data_prep.corpora.assets import minilm_dir
 from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import InputFeatures, convert_examples_to_features
-from tasks.squad_predictions import (RawResult, compute_predictions, get_final_text,
-                                     write_prediction_files)
+from tasks.squad_predictions import (
+    RawResult,
+    compute_predictions,
+    get_final_text,
+    write_prediction_files,
+)
 from text.tokenization import FullTokenizer
 
 pytestmark = pytest.mark.assets

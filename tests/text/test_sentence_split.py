@@ -1,7 +1,7 @@
 """The rule-based sentence splitter: where it splits, and where it must not."""
 
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from text.sentence_split import split_sentences
 

@@ -1,8 +1,8 @@
 """Sliding windows and the "max context" rule that SQuAD features and CoNLL windows share."""
 
 import numpy as np
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from text.sliding_windows import max_context_owners, windows
 

@@ -16,9 +16,14 @@ import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
-from training.distribution import (XLA_CPU_MAX_HIDDEN_SIZE, default_jit_compile, get_strategy,
-                                   set_precision, tpu_address)
 from tests.fixtures import REPO
+from training.distribution import (
+    XLA_CPU_MAX_HIDDEN_SIZE,
+    default_jit_compile,
+    get_strategy,
+    set_precision,
+    tpu_address,
+)
 
 pytestmark = pytest.mark.slow
 

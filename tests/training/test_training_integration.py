@@ -4,8 +4,8 @@ The mirrored case needs two logical CPU devices, which must be configured
 before TensorFlow starts, so it runs in a subprocess.
 """
 
-from pathlib import Path
 import json
+from pathlib import Path
 
 import keras
 import numpy as np

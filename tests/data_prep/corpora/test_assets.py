@@ -1,10 +1,10 @@
 """The download cache: archives found in the cache are reused and extracted atomically."""
 
 import os
-from pathlib import Path
-from unittest import mock
 import tarfile
 import zipfile
+from pathlib import Path
+from unittest import mock
 
 import pytest
 import tensorflow as tf

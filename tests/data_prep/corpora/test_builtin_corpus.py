@@ -1,18 +1,21 @@
 """Built-in corpora: format, atomic cached writes, and the real Wikipedia sample."""
 
-import os
-from unittest import mock
-from pathlib import Path
 import bz2
+import os
 import zipfile
+from pathlib import Path
+from unittest import mock
 
 import pytest
 import tensorflow as tf
 
 from data_prep.corpora import builtin_corpus
-from data_prep.corpora.builtin_corpus import (corpus_statistics, news_documents,
-                                              wikipedia_documents,
-                                      write_corpus)
+from data_prep.corpora.builtin_corpus import (
+    corpus_statistics,
+    news_documents,
+    wikipedia_documents,
+    write_corpus,
+)
 
 pytestmark = pytest.mark.assets
 

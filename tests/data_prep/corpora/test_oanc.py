@@ -1,6 +1,7 @@
 """The untagged OANC sample: tags stripped, sentences grouped, bad lines named."""
 
 from pathlib import Path
+
 import pytest
 import tensorflow as tf
 

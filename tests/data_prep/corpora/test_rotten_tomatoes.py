@@ -1,11 +1,12 @@
 """The real Rotten Tomatoes snippets in the SST-2 layout, read back by the GLUE processor."""
 
 from unittest import mock
+
 import pytest
 import tensorflow as tf
 
-from data_prep.datasets import glue
 from data_prep.corpora import rotten_tomatoes
+from data_prep.datasets import glue
 
 pytestmark = pytest.mark.assets
 

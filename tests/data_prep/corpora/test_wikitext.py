@@ -1,9 +1,15 @@
 """MediaWiki markup is reduced to the prose a reader sees; non-prose is dropped."""
 
 import io
+
 import tensorflow as tf
 
-from data_prep.corpora.wikitext import article_paragraphs, iter_articles, remove_nested, resolve_links
+from data_prep.corpora.wikitext import (
+    article_paragraphs,
+    iter_articles,
+    remove_nested,
+    resolve_links,
+)
 
 
 def _dump(pages):

@@ -1,9 +1,10 @@
 """The WSJ part-of-speech data: parsing, the fixed split, atomic writes, the real file."""
 
 from pathlib import Path
+
 import pytest
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
 from data_prep.corpora import wsj_pos
 from data_prep.corpora.wsj_pos import parse_tagged_line, read_sentences, tag_set, write_conll_dir

@@ -1,15 +1,21 @@
 """GLUE processors on small files in each task's real layout, feature conversion, submissions."""
 
-from pathlib import Path
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
-from absl.testing import parameterized
 import tensorflow as tf
+from absl.testing import parameterized
 
-from data_prep.datasets.glue import (InputExample, convert_both_orders, convert_examples,
-                                     get_processor, majority_class, write_submission)
+from data_prep.datasets.glue import (
+    InputExample,
+    convert_both_orders,
+    convert_examples,
+    get_processor,
+    majority_class,
+    write_submission,
+)
 from text.tokenization import FullTokenizer
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "is", "it", "\"", ".", "?", ","]

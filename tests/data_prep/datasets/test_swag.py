@@ -1,6 +1,7 @@
 """SWAG CSV reading in the distribution's layout, and [N, 4, S] multiple-choice features."""
 
 from pathlib import Path
+
 import numpy as np
 import tensorflow as tf
 

@@ -8,8 +8,14 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from data_prep.pretraining.instances import (InstanceOptions, VocabIds, _truncated, build_features,
-                                             chunk_bounds, segment_spans)
+from data_prep.pretraining.instances import (
+    InstanceOptions,
+    VocabIds,
+    _truncated,
+    build_features,
+    chunk_bounds,
+    segment_spans,
+)
 from data_prep.pretraining.records import serialize_examples
 from text.sentence_pairs import pack_ids
 from training.input_pipeline import pretraining_feature_spec

@@ -1,8 +1,8 @@
 """The local writer when a chunk fails part way: finished shards stay, nothing half-written does."""
 
-from unittest import mock
-from pathlib import Path
 import io
+from pathlib import Path
+from unittest import mock
 
 import tensorflow as tf
 

@@ -1,9 +1,9 @@
 """The per-chunk transform: pure (writes nothing, same records every call) and what the shards hold."""
 
 import contextlib
-from pathlib import Path
 import io
 import os
+from pathlib import Path
 
 import tensorflow as tf
 
