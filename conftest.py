@@ -5,16 +5,40 @@ The project itself is importable because `make test` installs it (`pip install -
 
 import os
 
+import pytest
+
+_FLAGS_MARKED = pytest.StashKey[bool]()
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
-def pytest_configure(config):
-    """tf.test.TestCase reads absl flags (its temporary folders); pytest never parses them."""
+def _is_tf_test(item) -> bool:
+    cls = getattr(item, "cls", None)
+    return cls is not None and any(base.__module__.startswith("tensorflow") for base in cls.__mro__)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """tf.test.TestCase reads absl flags (its temporary folders), which pytest never parses.
+
+    They count as parsed for such a test only: library code must keep working
+    with unparsed flags, and the tests of that run around these ones.
+    """
     from absl import flags
 
-    if not flags.FLAGS.is_parsed():
+    if _is_tf_test(item) and not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
+        item.stash[_FLAGS_MARKED] = True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    if item.stash.get(_FLAGS_MARKED, False):
+        from absl import flags
+
+        flags.FLAGS.unparse_flags()
 
 
 def pytest_collection_modifyitems(config, items):
