@@ -9,11 +9,18 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
+from modeling.config import BertConfig
+
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
 TINY_CONFIG = {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
                "num_attention_heads": 2, "intermediate_size": 64,
                "max_position_embeddings": 64}
+
+
+def tiny_config(**changes) -> BertConfig:
+    """A BertConfig small enough to build and run in a unit test; `changes` override fields."""
+    return BertConfig(**{**TINY_CONFIG, **changes})
 
 
 def write_tiny_config(path: Path, **changes) -> Path:

@@ -3,6 +3,7 @@
 import glob
 import subprocess
 import sys
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 from data_prep import beam_pretraining_data
 from data_prep.pretraining.local import create_pretraining_data
-from tests.data_prep.conftest import settings_for
+from tests.data_prep.synthetic_corpus import make_corpus, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -20,26 +21,40 @@ def _records(paths):
                   for record in tf.data.TFRecordDataset(path).as_numpy_iterator())
 
 
-def test_direct_runner_matches_local_output(corpus, tmp_path):  # noqa: F811
-    local = settings_for(corpus, tmp_path / "local" / "out.tfrecord")
-    create_pretraining_data(local)
-    beam_settings = settings_for(corpus, tmp_path / "beam" / "out")
-    with beam.Pipeline(runner="DirectRunner") as pipeline:
-        beam_pretraining_data.build_pipeline(pipeline, beam_settings, str(tmp_path / "beam" / "out"),
-                                             num_shards=2)
-    beam_files = glob.glob(str(tmp_path / "beam" / "out-*-of-00002"))
-    local_files = glob.glob(str(tmp_path / "local" / "out-*-of-00003.tfrecord"))
-    assert len(local_files) == 3
-    assert len(beam_files) == 2
-    local_records = _records(local_files)
-    assert local_records and _records(beam_files) == local_records
+class BeamPretrainingDataTest(tf.test.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp_path = Path(self.create_tempdir().full_path)
+        self.corpus = make_corpus(self.tmp_path)
+
+    def test_direct_runner_matches_local_output(self):
+        tmp_path = self.tmp_path
+        local = settings_for(self.corpus, tmp_path / "local" / "out.tfrecord")
+        create_pretraining_data(local)
+        beam_settings = settings_for(self.corpus, tmp_path / "beam" / "out")
+        with beam.Pipeline(runner="DirectRunner") as pipeline:
+            beam_pretraining_data.build_pipeline(pipeline, beam_settings,
+                                                 str(tmp_path / "beam" / "out"),
+                                                 num_shards=2)
+        beam_files = glob.glob(str(tmp_path / "beam" / "out-*-of-00002"))
+        local_files = glob.glob(str(tmp_path / "local" / "out-*-of-00003.tfrecord"))
+        self.assertLen(local_files, 3)
+        self.assertLen(beam_files, 2)
+        local_records = _records(local_files)
+        self.assertTrue(local_records)
+        self.assertEqual(_records(beam_files), local_records)
+
+    def test_cli_reports_bad_input(self):
+        tmp_path = self.tmp_path
+        folder, vocab = self.corpus
+        command = [sys.executable, "-m", "data_prep.beam_pretraining_data",
+                   f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/out",
+                   f"--vocab_file={vocab}", "--runner=DirectRunner"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("matches no files", result.stderr)
 
 
-def test_cli_reports_bad_input(tmp_path, corpus):  # noqa: F811
-    folder, vocab = corpus
-    command = [sys.executable, "-m", "data_prep.beam_pretraining_data",
-               f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/out",
-               f"--vocab_file={vocab}", "--runner=DirectRunner"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    assert "matches no files" in result.stderr
+if __name__ == "__main__":
+    tf.test.main()

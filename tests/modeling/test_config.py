@@ -1,8 +1,10 @@
 """BertConfig: Google and Hugging Face files, presets, validation messages."""
 
 import json
+from pathlib import Path
 
-import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.config import BertConfig, ConfigError
 
@@ -33,125 +35,132 @@ def write_json(tmp_path, values, name="config.json"):
     return path
 
 
-def test_reads_google_bert_config(tmp_path):
-    config = BertConfig.from_json_file(write_json(tmp_path, GOOGLE_BASE, "bert_config.json"))
-    assert config == BertConfig.preset("base")
-    assert config.layer_norm_eps == 1e-12
-    assert config.hidden_act == "gelu"
+class ConfigTest(tf.test.TestCase, parameterized.TestCase):
+
+    def test_reads_google_bert_config(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        config = BertConfig.from_json_file(write_json(tmp_path, GOOGLE_BASE, "bert_config.json"))
+        self.assertEqual(config, BertConfig.preset("base"))
+        self.assertEqual(config.layer_norm_eps, 1e-12)
+        self.assertEqual(config.hidden_act, "gelu")
+
+    def test_reads_hugging_face_config_and_ignores_bookkeeping(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        config = BertConfig.from_json_file(write_json(tmp_path, HF_MINILM))
+        self.assertEqual((config.num_hidden_layers, config.hidden_size, config.num_attention_heads),
+                         (6, 384, 12))
+        self.assertEqual(config.intermediate_size, 1536)
+        self.assertEqual(config.layer_norm_eps, 1e-7)
+        self.assertEqual(config.head_size, 32)
+
+    @parameterized.parameters([
+        ("gelu", "gelu"), ("gelu_new", "gelu_approximate"),
+        ("gelu_pytorch_tanh", "gelu_approximate"), ("gelu_approximate", "gelu_approximate"),
+        ("relu", "relu")])
+    def test_activation_names(self, name, expected):
+        tmp_path = Path(self.create_tempdir().full_path)
+        path = write_json(tmp_path, {**HF_MINILM, "hidden_act": name})
+        self.assertEqual(BertConfig.from_json_file(path).hidden_act, expected)
+
+    def test_writes_google_field_names_and_reads_them_back(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        config = BertConfig.preset("L4_H256", vocab_size=1000).replace(
+            hidden_act="gelu_approximate", layer_norm_eps=1e-6)
+        path = tmp_path / "out" / "bert_config.json"
+        path.parent.mkdir()
+        config.to_json_file(path)
+        written = json.loads(path.read_text())
+        self.assertEqual(set(written), set(GOOGLE_BASE) | {"layer_norm_eps"})
+        self.assertEqual(written["num_attention_heads"], 4)
+        self.assertEqual(written["layer_norm_eps"], 1e-6)
+        self.assertEqual(BertConfig.from_json_file(path), config)
+        self.assertEqual([p.name for p in path.parent.iterdir()], ["bert_config.json"])
+
+    @parameterized.product(hidden=[128, 256, 512, 768], layers=[2, 4, 6, 8, 10, 12])
+    def test_small_presets(self, layers, hidden):
+        config = BertConfig.preset(f"L{layers}_H{hidden}")
+        self.assertEqual((config.num_hidden_layers, config.hidden_size), (layers, hidden))
+        self.assertEqual(config.num_attention_heads, hidden // 64)
+        self.assertEqual(config.intermediate_size, 4 * hidden)
+        self.assertEqual(config.vocab_size, 30522)
+
+    def test_base_and_large_presets(self):
+        large = BertConfig.preset("large")
+        self.assertEqual((large.num_hidden_layers, large.hidden_size, large.num_attention_heads,
+                          large.intermediate_size), (24, 1024, 16, 4096))
+        base = BertConfig.preset("base")
+        self.assertEqual((base.num_hidden_layers, base.hidden_size, base.num_attention_heads),
+                         (12, 768, 12))
+
+    @parameterized.parameters("huge", "L3_H128", "L2_H100", "l2_h128")
+    def test_unknown_preset(self, name):
+        with self.assertRaisesRegex(ConfigError, "unknown preset"):
+            BertConfig.preset(name)
+
+    @parameterized.parameters([
+        ({"num_attention_heads": 5}, r"hidden_size \(768\) is not divisible by "
+                                     r"num_attention_heads \(5\)"),
+        ({"hidden_act": "swish"}, "unknown hidden_act 'swish'"),
+        ({"hidden_size": 0}, "hidden_size must be a positive integer, got 0"),
+        ({"num_hidden_layers": -1}, "num_hidden_layers must be a positive integer"),
+        ({"vocab_size": 3.5}, "vocab_size must be a positive integer, got 3.5"),
+        ({"max_position_embeddings": True}, "max_position_embeddings must be a positive integer"),
+        ({"hidden_dropout_prob": 1.0}, r"hidden_dropout_prob must be a number in \[0, 1\)"),
+        ({"layer_norm_eps": 0}, "layer_norm_eps must be a positive number"),
+        ({"initializer_range": "0.02"}, "initializer_range must be a positive number"),
+        ({"position_embedding_type": "relative_key"},
+         "position_embedding_type='relative_key' is not supported"),
+        ({"model_type": "roberta"}, "model_type='roberta' is not a BERT model"),
+        ({"layer_norm_epsilon": 1e-5}, "unknown field 'layer_norm_epsilon'; did you mean "
+                                       "'layer_norm_eps'"),
+    ])
+    def test_invalid_values_name_file_and_field(self, changes, message):
+        tmp_path = Path(self.create_tempdir().full_path)
+        path = write_json(tmp_path, {**GOOGLE_BASE, **changes}, "bert_config.json")
+        with self.assertRaisesRegex(ConfigError, message) as error:
+            BertConfig.from_json_file(path)
+        self.assertIn(str(path), str(error.exception))
+
+    def test_missing_fields(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        values = {key: value for key, value in GOOGLE_BASE.items()
+                  if key not in ("hidden_size", "vocab_size")}
+        path = write_json(tmp_path, values)
+        with self.assertRaisesRegex(ConfigError, f"{path}: missing required field.*vocab_size, "
+                                                 "hidden_size"):
+            BertConfig.from_json_file(path)
+
+    def test_invalid_json(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        path = write_json(tmp_path, '{"vocab_size": 10,\n "hidden_size": }')
+        with self.assertRaisesRegex(ConfigError, f"{path}: invalid JSON at line 2"):
+            BertConfig.from_json_file(path)
+
+    def test_json_that_is_not_an_object(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        path = write_json(tmp_path, "[1, 2]")
+        with self.assertRaisesRegex(ConfigError, f"{path}: expected a JSON object, got list"):
+            BertConfig.from_json_file(path)
+
+    def test_missing_file(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        with self.assertRaisesRegex(ConfigError, "config file not found: .*nothing.json"):
+            BertConfig.from_json_file(tmp_path / "nothing.json")
+
+    def test_unreadable_file(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        path = tmp_path / "binary.json"
+        path.write_bytes(b"\xff\xfe\x00garbage")
+        with self.assertRaisesRegex(ConfigError, f"cannot read config file {path}"):
+            BertConfig.from_json_file(path)
+
+    def test_google_extra_pooler_keys_are_ignored(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        values = {**GOOGLE_BASE, "directionality": "bidi", "pooler_num_attention_heads": 12,
+                  "pooler_type": "first_token_transform", "pooler_fc_size": 768}
+        self.assertEqual(BertConfig.from_json_file(write_json(tmp_path, values)),
+                         BertConfig.preset("base"))
 
 
-def test_reads_hugging_face_config_and_ignores_bookkeeping(tmp_path):
-    config = BertConfig.from_json_file(write_json(tmp_path, HF_MINILM))
-    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (6, 384, 12)
-    assert config.intermediate_size == 1536
-    assert config.layer_norm_eps == 1e-7
-    assert config.head_size == 32
-
-
-@pytest.mark.parametrize("name, expected", [
-    ("gelu", "gelu"), ("gelu_new", "gelu_approximate"),
-    ("gelu_pytorch_tanh", "gelu_approximate"), ("gelu_approximate", "gelu_approximate"),
-    ("relu", "relu")])
-def test_activation_names(tmp_path, name, expected):
-    path = write_json(tmp_path, {**HF_MINILM, "hidden_act": name})
-    assert BertConfig.from_json_file(path).hidden_act == expected
-
-
-def test_writes_google_field_names_and_reads_them_back(tmp_path):
-    config = BertConfig.preset("L4_H256", vocab_size=1000).replace(
-        hidden_act="gelu_approximate", layer_norm_eps=1e-6)
-    path = tmp_path / "out" / "bert_config.json"
-    path.parent.mkdir()
-    config.to_json_file(path)
-    written = json.loads(path.read_text())
-    assert set(written) == set(GOOGLE_BASE) | {"layer_norm_eps"}
-    assert written["num_attention_heads"] == 4 and written["layer_norm_eps"] == 1e-6
-    assert BertConfig.from_json_file(path) == config
-    assert [p.name for p in path.parent.iterdir()] == ["bert_config.json"]
-
-
-@pytest.mark.parametrize("layers", [2, 4, 6, 8, 10, 12])
-@pytest.mark.parametrize("hidden", [128, 256, 512, 768])
-def test_small_presets(layers, hidden):
-    config = BertConfig.preset(f"L{layers}_H{hidden}")
-    assert (config.num_hidden_layers, config.hidden_size) == (layers, hidden)
-    assert config.num_attention_heads == hidden // 64
-    assert config.intermediate_size == 4 * hidden
-    assert config.vocab_size == 30522
-
-
-def test_base_and_large_presets():
-    large = BertConfig.preset("large")
-    assert (large.num_hidden_layers, large.hidden_size, large.num_attention_heads,
-            large.intermediate_size) == (24, 1024, 16, 4096)
-    base = BertConfig.preset("base")
-    assert (base.num_hidden_layers, base.hidden_size, base.num_attention_heads) == (12, 768, 12)
-
-
-@pytest.mark.parametrize("name", ["huge", "L3_H128", "L2_H100", "l2_h128"])
-def test_unknown_preset(name):
-    with pytest.raises(ConfigError, match="unknown preset"):
-        BertConfig.preset(name)
-
-
-@pytest.mark.parametrize("changes, message", [
-    ({"num_attention_heads": 5}, r"hidden_size \(768\) is not divisible by "
-                                 r"num_attention_heads \(5\)"),
-    ({"hidden_act": "swish"}, "unknown hidden_act 'swish'"),
-    ({"hidden_size": 0}, "hidden_size must be a positive integer, got 0"),
-    ({"num_hidden_layers": -1}, "num_hidden_layers must be a positive integer"),
-    ({"vocab_size": 3.5}, "vocab_size must be a positive integer, got 3.5"),
-    ({"max_position_embeddings": True}, "max_position_embeddings must be a positive integer"),
-    ({"hidden_dropout_prob": 1.0}, r"hidden_dropout_prob must be a number in \[0, 1\)"),
-    ({"layer_norm_eps": 0}, "layer_norm_eps must be a positive number"),
-    ({"initializer_range": "0.02"}, "initializer_range must be a positive number"),
-    ({"position_embedding_type": "relative_key"},
-     "position_embedding_type='relative_key' is not supported"),
-    ({"model_type": "roberta"}, "model_type='roberta' is not a BERT model"),
-    ({"layer_norm_epsilon": 1e-5}, "unknown field 'layer_norm_epsilon'; did you mean "
-                                   "'layer_norm_eps'"),
-])
-def test_invalid_values_name_file_and_field(tmp_path, changes, message):
-    path = write_json(tmp_path, {**GOOGLE_BASE, **changes}, "bert_config.json")
-    with pytest.raises(ConfigError, match=message) as error:
-        BertConfig.from_json_file(path)
-    assert str(path) in str(error.value)
-
-
-def test_missing_fields(tmp_path):
-    values = {key: value for key, value in GOOGLE_BASE.items()
-              if key not in ("hidden_size", "vocab_size")}
-    path = write_json(tmp_path, values)
-    with pytest.raises(ConfigError, match=f"{path}: missing required field.*vocab_size, "
-                                          "hidden_size"):
-        BertConfig.from_json_file(path)
-
-
-def test_invalid_json(tmp_path):
-    path = write_json(tmp_path, '{"vocab_size": 10,\n "hidden_size": }')
-    with pytest.raises(ConfigError, match=f"{path}: invalid JSON at line 2"):
-        BertConfig.from_json_file(path)
-
-
-def test_json_that_is_not_an_object(tmp_path):
-    path = write_json(tmp_path, "[1, 2]")
-    with pytest.raises(ConfigError, match=f"{path}: expected a JSON object, got list"):
-        BertConfig.from_json_file(path)
-
-
-def test_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="config file not found: .*nothing.json"):
-        BertConfig.from_json_file(tmp_path / "nothing.json")
-
-
-def test_unreadable_file(tmp_path):
-    path = tmp_path / "binary.json"
-    path.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(ConfigError, match=f"cannot read config file {path}"):
-        BertConfig.from_json_file(path)
-
-
-def test_google_extra_pooler_keys_are_ignored(tmp_path):
-    values = {**GOOGLE_BASE, "directionality": "bidi", "pooler_num_attention_heads": 12,
-              "pooler_type": "first_token_transform", "pooler_fc_size": 768}
-    assert BertConfig.from_json_file(write_json(tmp_path, values)) == BertConfig.preset("base")
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,18 +1,18 @@
 """The shared harness over the encoder and every task model (shapes, configs, saving, dtype)."""
 
 import numpy as np
-import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
-from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.pretrainer import BertPretrainer
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
-                                  BertTokenTagger)
+from modeling.task_models import BertClassifier, BertMultipleChoice, BertSpanModel, BertTokenTagger
+from tests.fixtures import tiny_config
 from tests.modeling import harness
 
-CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=16)
+CONFIG = tiny_config(vocab_size=40, hidden_size=16, intermediate_size=32,
+                     max_position_embeddings=16)
 BATCH, LENGTH, CHOICES, PREDICTIONS = 2, 8, 3, 3
 
 
@@ -76,7 +76,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_model_contract(name, tmp_path):
-    make, inputs, shapes, dtypes = CASES[name]
-    harness.run_model_test(make, inputs, shapes, dtypes, tmp_path)
+class ModelContractsTest(harness.KerasTestCase):
+
+    @parameterized.named_parameters((name, name) for name in sorted(CASES))
+    def test_model_contract(self, name):
+        make, inputs, shapes, dtypes = CASES[name]
+        self.run_model_test(make, inputs, shapes, dtypes)
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
 from data_prep.corpora.assets import minilm_dir
 from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import InputFeatures, convert_examples_to_features
-from tasks.squad_predictions import (RawResult, compute_predictions, get_final_text,
-                                     write_prediction_files)
+from tasks.squad_predictions import (
+    RawResult,
+    compute_predictions,
+    get_final_text,
+    write_prediction_files,
+)
 from text.tokenization import FullTokenizer
 
 pytestmark = pytest.mark.assets
 
 WORDS = "Steve Smith's bat was sold in (1990) at Café Rouge.".split()
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> FullTokenizer:
-    return FullTokenizer(str(minilm_dir() / "vocab.txt"), do_lower_case=True)
 
 
 def _features(tokenizer, words: list[str], max_seq_length: int = 32, doc_stride: int = 8
@@ -43,92 +45,104 @@ def _result(feature: InputFeatures, starts: dict[str, float], ends: dict[str, fl
     return RawResult(feature.unique_id, logits[0], logits[1])
 
 
-@pytest.mark.parametrize("pred, orig, lower, expected", [
-    ("steve smith", "Steve Smith's", True, "Steve Smith"),
-    ("Steve Smith", "Steve Smith's", False, "Steve Smith"),
-    ("steve smith", "Steve Smith's", False, "Steve Smith's"),  # case matters when cased
-    ("1990", "(1990)", True, "1990"),
-    ("cafe rouge", "Café Rouge.", True, "Café Rouge"),
-    ("中 国", "北京是中国的首都。", True, "中国"),
-    ("москва", "Москва —", True, "Москва"),
-    ("paris", "Steve Smith's", True, "Steve Smith's"),  # not found: the whole original
-    ("cafe", "Cafe\u0301", True, "Cafe\u0301"),  # NFD accent: lengths differ, no alignment
-])
-def test_get_final_text(pred, orig, lower, expected):
-    assert get_final_text(pred, orig, lower) == expected
+class SquadPredictionsTest(tf.test.TestCase, parameterized.TestCase):
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = FullTokenizer(str(minilm_dir() / "vocab.txt"), do_lower_case=True)
 
-def test_nbest_search_maps_spans_back_to_the_original_text(tokenizer):
-    examples, (feature,) = _features(tokenizer, WORDS)
-    result = _result(feature, {"steve": 5.0, "cafe": 3.0, "1990": 1.0},
-                     {"smith": 5.0, "rouge": 3.0, "1990": 1.0})
-    predictions, nbest, null_odds = compute_predictions(
-        examples, [feature], [result], n_best_size=3, max_answer_length=4, do_lower_case=True,
-        version_2_with_negative=False)
-    assert predictions == {"q1": "Steve Smith"} and null_odds == {}
-    # "steve".."rouge" is too long; "cafe".."smith" ends before it starts.
-    assert [entry["text"] for entry in nbest["q1"]] == ["Steve Smith", "Café Rouge", "1990"]
-    scores = np.array([10.0, 6.0, 2.0])
-    expected = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-    np.testing.assert_allclose([e["probability"] for e in nbest["q1"]], expected, rtol=1e-6)
-    assert (nbest["q1"][1]["start_logit"], nbest["q1"][1]["end_logit"]) == (3.0, 3.0)
+    @parameterized.parameters([
+        ("steve smith", "Steve Smith's", True, "Steve Smith"),
+        ("Steve Smith", "Steve Smith's", False, "Steve Smith"),
+        ("steve smith", "Steve Smith's", False, "Steve Smith's"),  # case matters when cased
+        ("1990", "(1990)", True, "1990"),
+        ("cafe rouge", "Café Rouge.", True, "Café Rouge"),
+        ("中 国", "北京是中国的首都。", True, "中国"),
+        ("москва", "Москва —", True, "Москва"),
+        ("paris", "Steve Smith's", True, "Steve Smith's"),  # not found: the whole original
+        ("cafe", "Cafe\u0301", True, "Cafe\u0301"),  # NFD accent: lengths differ, no alignment
+    ])
+    def test_get_final_text(self, pred, orig, lower, expected):
+        self.assertEqual(get_final_text(pred, orig, lower), expected)
 
-
-def test_a_span_only_counts_in_the_window_where_it_has_most_context(tokenizer):
-    words = list("abcdefghijklmnopqrst")  # windows over pieces 0-14 and 5-19 (see test_squad_data)
-    examples, features = _features(tokenizer, words, max_seq_length=19, doc_stride=5)
-    assert len(features) == 2
-    # "m" (piece 12) has 12 | 2 tokens of context in window 0 and 7 | 7 in window 1.
-    results = [_result(features[0], {"m": 10.0, "b": 1.0}, {"m": 10.0, "b": 1.0}),
-               _result(features[1], {"m": 2.0}, {"m": 2.0})]
-    # At most 5 tokens, so "b".."m" is no candidate either.
-    predictions, nbest, _ = compute_predictions(examples, features, results, 20, 5, True, False)
-    assert predictions["q1"] == "m"
-    assert [(e["text"], e["start_logit"]) for e in nbest["q1"][:2]] == [("m", 2.0), ("b", 1.0)]
-    assert all(entry["start_logit"] < 10.0 for entry in nbest["q1"])
-
-
-def test_v2_null_answer_against_the_threshold(tokenizer):
-    words = list("abcdefghijklmnopqrst")
-    examples, features = _features(tokenizer, words, max_seq_length=19, doc_stride=5)
-    results = [_result(features[0], {"c": 2.0}, {"d": 2.0}, null=(3.0, 3.0)),
-               _result(features[1], {}, {}, null=(2.5, 2.5))]  # s_null: the lower, 5.0
-    for threshold, answer in ((0.0, ""), (0.99, ""), (1.0, "c d")):
+    def test_nbest_search_maps_spans_back_to_the_original_text(self):
+        examples, (feature,) = _features(self.tokenizer, WORDS)
+        result = _result(feature, {"steve": 5.0, "cafe": 3.0, "1990": 1.0},
+                         {"smith": 5.0, "rouge": 3.0, "1990": 1.0})
         predictions, nbest, null_odds = compute_predictions(
-            examples, features, results, 5, 30, True, True, null_score_diff_threshold=threshold)
-        assert predictions == {"q1": answer}
-        assert null_odds == {"q1": pytest.approx(1.0)}
-    texts = [entry["text"] for entry in nbest["q1"]]
-    assert texts[:2] == ["", "c d"] and nbest["q1"][0]["start_logit"] == 2.5
+            examples, [feature], [result], n_best_size=3, max_answer_length=4, do_lower_case=True,
+            version_2_with_negative=False)
+        self.assertEqual(predictions, {"q1": "Steve Smith"})
+        self.assertEqual(null_odds, {})
+        # "steve".."rouge" is too long; "cafe".."smith" ends before it starts.
+        self.assertEqual([entry["text"] for entry in nbest["q1"]],
+                         ["Steve Smith", "Café Rouge", "1990"])
+        scores = np.array([10.0, 6.0, 2.0])
+        expected = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+        self.assertAllClose([e["probability"] for e in nbest["q1"]], expected, rtol=1e-6, atol=0)
+        self.assertEqual((nbest["q1"][1]["start_logit"], nbest["q1"][1]["end_logit"]), (3.0, 3.0))
+
+    def test_a_span_only_counts_in_the_window_where_it_has_most_context(self):
+        words = list("abcdefghijklmnopqrst")  # windows over pieces 0-14 and 5-19 (see test_squad_data)
+        examples, features = _features(self.tokenizer, words, max_seq_length=19, doc_stride=5)
+        self.assertLen(features, 2)
+        # "m" (piece 12) has 12 | 2 tokens of context in window 0 and 7 | 7 in window 1.
+        results = [_result(features[0], {"m": 10.0, "b": 1.0}, {"m": 10.0, "b": 1.0}),
+                   _result(features[1], {"m": 2.0}, {"m": 2.0})]
+        # At most 5 tokens, so "b".."m" is no candidate either.
+        predictions, nbest, _ = compute_predictions(examples, features, results, 20, 5, True, False)
+        self.assertEqual(predictions["q1"], "m")
+        self.assertEqual([(e["text"], e["start_logit"]) for e in nbest["q1"][:2]],
+                         [("m", 2.0), ("b", 1.0)])
+        self.assertTrue(all(entry["start_logit"] < 10.0 for entry in nbest["q1"]))
+
+    def test_v2_null_answer_against_the_threshold(self):
+        words = list("abcdefghijklmnopqrst")
+        examples, features = _features(self.tokenizer, words, max_seq_length=19, doc_stride=5)
+        results = [_result(features[0], {"c": 2.0}, {"d": 2.0}, null=(3.0, 3.0)),
+                   _result(features[1], {}, {}, null=(2.5, 2.5))]  # s_null: the lower, 5.0
+        for threshold, answer in ((0.0, ""), (0.99, ""), (1.0, "c d")):
+            predictions, nbest, null_odds = compute_predictions(
+                examples, features, results, 5, 30, True, True, null_score_diff_threshold=threshold)
+            self.assertEqual(predictions, {"q1": answer})
+            self.assertAllClose(null_odds, {"q1": 1.0}, rtol=1e-6, atol=1e-12)
+        texts = [entry["text"] for entry in nbest["q1"]]
+        self.assertEqual(texts[:2], ["", "c d"])
+        self.assertEqual(nbest["q1"][0]["start_logit"], 2.5)
+
+    @parameterized.parameters(False, True)
+    def test_no_valid_span_gives_an_empty_answer_not_a_crash(self, version_2):
+        examples, (feature,) = _features(self.tokenizer, WORDS)
+        # The two best starts and ends are [CLS] and the question: no candidate span at all.
+        logits = np.full(len(feature.input_ids), -10.0)
+        logits[:2] = (4.0, 3.0)
+        results = [RawResult(feature.unique_id, logits, logits)]
+        predictions, nbest, null_odds = compute_predictions(examples, [feature], results, 2, 30,
+                                                            True, version_2)
+        self.assertEqual(predictions, {"q1": ""})
+        self.assertEqual([(e["text"], e["probability"]) for e in nbest["q1"]], [("", 1.0)])
+        self.assertEqual(null_odds, {"q1": 8.0} if version_2 else {})
+
+    def test_missing_model_output_is_an_error(self):
+        examples, features = _features(self.tokenizer, WORDS)
+        with self.assertRaisesRegex(ValueError, "no model result for 1 features"):
+            compute_predictions(examples, features, [], 20, 30, True, False)
+
+    def test_prediction_files(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        nbest = {"q1": [{"text": "Café", "probability": 1.0, "start_logit": 1.0, "end_logit": 2.0}]}
+        write_prediction_files(str(tmp_path / "v1"), {"q1": "Café"}, nbest, {})
+        self.assertEqual(sorted(p.name for p in (tmp_path / "v1").iterdir()), [
+            "nbest_predictions.json", "predictions.json"])
+        self.assertEqual(json.loads((tmp_path / "v1" / "predictions.json").read_text()),
+                         {"q1": "Café"})
+        write_prediction_files(str(tmp_path / "v2"), {"q1": ""}, nbest, {"q1": 1.5})
+        self.assertEqual(json.loads((tmp_path / "v2" / "null_odds.json").read_text()), {"q1": 1.5})
+        self.assertEqual(json.loads((tmp_path / "v2" / "nbest_predictions.json").read_text()),
+                         nbest)
+        self.assertLen(list((tmp_path / "v2").iterdir()), 3)
 
 
-@pytest.mark.parametrize("version_2", [False, True])
-def test_no_valid_span_gives_an_empty_answer_not_a_crash(tokenizer, version_2):
-    examples, (feature,) = _features(tokenizer, WORDS)
-    # The two best starts and ends are [CLS] and the question: no candidate span at all.
-    logits = np.full(len(feature.input_ids), -10.0)
-    logits[:2] = (4.0, 3.0)
-    results = [RawResult(feature.unique_id, logits, logits)]
-    predictions, nbest, null_odds = compute_predictions(examples, [feature], results, 2, 30,
-                                                        True, version_2)
-    assert predictions == {"q1": ""}
-    assert [(e["text"], e["probability"]) for e in nbest["q1"]] == [("", 1.0)]
-    assert null_odds == ({"q1": 8.0} if version_2 else {})
-
-
-def test_missing_model_output_is_an_error(tokenizer):
-    examples, features = _features(tokenizer, WORDS)
-    with pytest.raises(ValueError, match="no model result for 1 features"):
-        compute_predictions(examples, features, [], 20, 30, True, False)
-
-
-def test_prediction_files(tmp_path):
-    nbest = {"q1": [{"text": "Café", "probability": 1.0, "start_logit": 1.0, "end_logit": 2.0}]}
-    write_prediction_files(str(tmp_path / "v1"), {"q1": "Café"}, nbest, {})
-    assert sorted(p.name for p in (tmp_path / "v1").iterdir()) == [
-        "nbest_predictions.json", "predictions.json"]
-    assert json.loads((tmp_path / "v1" / "predictions.json").read_text()) == {"q1": "Café"}
-    write_prediction_files(str(tmp_path / "v2"), {"q1": ""}, nbest, {"q1": 1.5})
-    assert json.loads((tmp_path / "v2" / "null_odds.json").read_text()) == {"q1": 1.5}
-    assert json.loads((tmp_path / "v2" / "nbest_predictions.json").read_text()) == nbest
-    assert len(list((tmp_path / "v2").iterdir())) == 3
+if __name__ == "__main__":
+    tf.test.main()

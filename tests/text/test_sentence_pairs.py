@@ -1,61 +1,12 @@
 """Packing texts into [CLS] A [SEP] B [SEP] with truncation and padding, offline and in-graph."""
 
 import numpy as np
-import pytest
 import tensorflow as tf
+from absl.testing import parameterized
 
 from text.sentence_pairs import pack, pack_ids, pack_ragged, truncate_pair
 
 VOCAB = {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3, "b": 4, "c": 5, "d": 6}
-
-
-def test_single_text_layout_and_padding():
-    packed = pack(["a", "b"], None, 6, VOCAB)
-    assert packed.tokens == ["[CLS]", "a", "b", "[SEP]"]
-    assert packed.input_ids == [1, 3, 4, 2, 0, 0]
-    assert packed.input_mask == [1, 1, 1, 1, 0, 0]
-    assert packed.segment_ids == [0, 0, 0, 0, 0, 0]
-
-
-def test_pair_layout_has_second_segment():
-    packed = pack(["a"], ["b", "c"], 8, VOCAB)
-    assert packed.tokens == ["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"]
-    assert packed.segment_ids == [0, 0, 0, 1, 1, 1, 0, 0]
-    assert packed.input_mask == [1] * 6 + [0] * 2
-
-
-@pytest.mark.parametrize("tokens_b", [[], ()])
-def test_second_text_without_tokens_packs_as_single_text(tokens_b):
-    """The original tests `if tokens_b:`, so an empty or blank text_b adds no [SEP]."""
-    assert pack(["a", "b"], tokens_b, 6, VOCAB) == pack(["a", "b"], None, 6, VOCAB)
-    # and the single text keeps the room a second [SEP] would have taken
-    assert pack(["a", "b", "c", "d"], tokens_b, 6, VOCAB).tokens == [
-        "[CLS]", "a", "b", "c", "d", "[SEP]"]
-
-
-def test_single_text_keeps_head():
-    packed = pack(["a", "b", "c", "d"], None, 4, VOCAB)
-    assert packed.tokens == ["[CLS]", "a", "b", "[SEP]"]
-
-
-def test_pair_truncation_cuts_longer_first():
-    tokens_a, tokens_b = ["a", "b", "c", "d", "a"], ["b", "c"]
-    truncate_pair(tokens_a, tokens_b, 5)
-    assert tokens_a == ["a", "b", "c"] and tokens_b == ["b", "c"]
-    tokens_a, tokens_b = ["a", "b"], ["b", "c", "d"]
-    truncate_pair(tokens_a, tokens_b, 2)
-    assert tokens_a == ["a"] and tokens_b == ["b"]
-
-
-def test_inputs_are_not_modified():
-    tokens_a = ["a", "b", "c"]
-    pack(tokens_a, ["d"], 4, VOCAB)
-    assert tokens_a == ["a", "b", "c"]
-
-
-def test_too_short_length_is_rejected():
-    with pytest.raises(ValueError, match="max_seq_length"):
-        pack(["a"], None, 2, VOCAB)
 
 
 CLS, SEP = 1, 2
@@ -96,31 +47,80 @@ def _reference(first, second, max_seq_length):
     return ids + padding, [1] * len(ids) + padding, segments + padding
 
 
-@pytest.mark.parametrize("max_seq_length", [3, 4, 7, 12])
-def test_pack_ids_builds_the_layout_of_each_example(max_seq_length):
-    firsts, seconds = _random_examples(max_seq_length, max_seq_length)
-    packed = pack_ids(firsts, seconds, max_seq_length, CLS, SEP)
-    for row, (first, second) in enumerate(zip(firsts, seconds)):
-        got = [packed[key][row].tolist() for key in ("input_ids", "input_mask", "segment_ids")]
-        assert got == list(_reference(first, second, max_seq_length)), (first, second)
+class SentencePairsTest(tf.test.TestCase, parameterized.TestCase):
+
+    def test_single_text_layout_and_padding(self):
+        packed = pack(["a", "b"], None, 6, VOCAB)
+        self.assertEqual(packed.tokens, ["[CLS]", "a", "b", "[SEP]"])
+        self.assertEqual(packed.input_ids, [1, 3, 4, 2, 0, 0])
+        self.assertEqual(packed.input_mask, [1, 1, 1, 1, 0, 0])
+        self.assertEqual(packed.segment_ids, [0, 0, 0, 0, 0, 0])
+
+    def test_pair_layout_has_second_segment(self):
+        packed = pack(["a"], ["b", "c"], 8, VOCAB)
+        self.assertEqual(packed.tokens, ["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"])
+        self.assertEqual(packed.segment_ids, [0, 0, 0, 1, 1, 1, 0, 0])
+        self.assertEqual(packed.input_mask, [1] * 6 + [0] * 2)
+
+    @parameterized.parameters([{'tokens_b': v} for v in [[], ()]])
+    def test_second_text_without_tokens_packs_as_single_text(self, tokens_b):
+        """The original tests `if tokens_b:`, so an empty or blank text_b adds no [SEP]."""
+        self.assertEqual(pack(["a", "b"], tokens_b, 6, VOCAB), pack(["a", "b"], None, 6, VOCAB))
+        # and the single text keeps the room a second [SEP] would have taken
+        self.assertEqual(pack(["a", "b", "c", "d"], tokens_b, 6, VOCAB).tokens, [
+            "[CLS]", "a", "b", "c", "d", "[SEP]"])
+
+    def test_single_text_keeps_head(self):
+        packed = pack(["a", "b", "c", "d"], None, 4, VOCAB)
+        self.assertEqual(packed.tokens, ["[CLS]", "a", "b", "[SEP]"])
+
+    def test_pair_truncation_cuts_longer_first(self):
+        tokens_a, tokens_b = ["a", "b", "c", "d", "a"], ["b", "c"]
+        truncate_pair(tokens_a, tokens_b, 5)
+        self.assertEqual(tokens_a, ["a", "b", "c"])
+        self.assertEqual(tokens_b, ["b", "c"])
+        tokens_a, tokens_b = ["a", "b"], ["b", "c", "d"]
+        truncate_pair(tokens_a, tokens_b, 2)
+        self.assertEqual(tokens_a, ["a"])
+        self.assertEqual(tokens_b, ["b"])
+
+    def test_inputs_are_not_modified(self):
+        tokens_a = ["a", "b", "c"]
+        pack(tokens_a, ["d"], 4, VOCAB)
+        self.assertEqual(tokens_a, ["a", "b", "c"])
+
+    def test_too_short_length_is_rejected(self):
+        with self.assertRaisesRegex(ValueError, "max_seq_length"):
+            pack(["a"], None, 2, VOCAB)
+
+    @parameterized.parameters(3, 4, 7, 12)
+    def test_pack_ids_builds_the_layout_of_each_example(self, max_seq_length):
+        firsts, seconds = _random_examples(max_seq_length, max_seq_length)
+        packed = pack_ids(firsts, seconds, max_seq_length, CLS, SEP)
+        for row, (first, second) in enumerate(zip(firsts, seconds)):
+            got = [packed[key][row].tolist() for key in ("input_ids", "input_mask", "segment_ids")]
+            self.assertEqual(got,
+                             list(_reference(first, second, max_seq_length)), msg=(first, second))
+
+    @parameterized.parameters(3, 4, 7, 12)
+    def test_in_graph_packer_matches_pack_ids(self, max_seq_length):
+        """What serving computes equals what training was fed, truncation included."""
+        firsts, seconds = _random_examples(100 + max_seq_length, max_seq_length)
+        expected = pack_ids(firsts, seconds, max_seq_length, CLS, SEP)
+        ragged_a = tf.ragged.constant(firsts, dtype=tf.int64, ragged_rank=1)
+        ragged_b = tf.ragged.constant([second or [] for second in seconds], dtype=tf.int64,
+                                      ragged_rank=1)
+        served = pack_ragged(ragged_a, ragged_b, max_seq_length, CLS, SEP)
+        singles = pack_ragged(ragged_a, None, max_seq_length, CLS, SEP)
+        expected_singles = pack_ids(firsts, [None] * len(firsts), max_seq_length, CLS, SEP)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            self.assertAllEqual(served[key].numpy(), expected[key], msg=key)
+            self.assertAllEqual(singles[key].numpy(), expected_singles[key], msg=key)
+
+    def test_pack_ids_rejects_unequal_segment_lists(self):
+        with self.assertRaisesRegex(ValueError, "2 first segments but 1 second"):
+            pack_ids([[3], [4]], [None], 8, CLS, SEP)
 
 
-@pytest.mark.parametrize("max_seq_length", [3, 4, 7, 12])
-def test_in_graph_packer_matches_pack_ids(max_seq_length):
-    """What serving computes equals what training was fed, truncation included."""
-    firsts, seconds = _random_examples(100 + max_seq_length, max_seq_length)
-    expected = pack_ids(firsts, seconds, max_seq_length, CLS, SEP)
-    ragged_a = tf.ragged.constant(firsts, dtype=tf.int64, ragged_rank=1)
-    ragged_b = tf.ragged.constant([second or [] for second in seconds], dtype=tf.int64,
-                                  ragged_rank=1)
-    served = pack_ragged(ragged_a, ragged_b, max_seq_length, CLS, SEP)
-    singles = pack_ragged(ragged_a, None, max_seq_length, CLS, SEP)
-    expected_singles = pack_ids(firsts, [None] * len(firsts), max_seq_length, CLS, SEP)
-    for key in ("input_ids", "input_mask", "segment_ids"):
-        np.testing.assert_array_equal(served[key].numpy(), expected[key], err_msg=key)
-        np.testing.assert_array_equal(singles[key].numpy(), expected_singles[key], err_msg=key)
-
-
-def test_pack_ids_rejects_unequal_segment_lists():
-    with pytest.raises(ValueError, match="2 first segments but 1 second"):
-        pack_ids([[3], [4]], [None], 8, CLS, SEP)
+if __name__ == "__main__":
+    tf.test.main()

@@ -5,6 +5,7 @@ before TensorFlow starts, so it runs in a subprocess.
 """
 
 import json
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -34,12 +35,6 @@ def train_tiny_bert(strategy: tf.distribute.Strategy, pattern: str, steps: int =
                                             input_context=context, seed=1))
     history = model.fit(dataset, steps_per_epoch=steps, epochs=epochs, verbose=0)
     return history.history["loss"]
-
-
-def test_one_device_fit_lowers_the_loss(tmp_path):
-    write_files(tmp_path, 2, 16)
-    losses = train_tiny_bert(get_strategy("one_device"), str(tmp_path / "*"))
-    assert all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.5, losses
 
 
 MIRRORED_SCRIPT = """
@@ -80,14 +75,28 @@ print(json.dumps(report))
 """
 
 
-def test_mirrored_over_two_cpus_trains_and_matches_one_device(tmp_path):
-    write_files(tmp_path, 2, 16)
-    script = f"import sys; sys.argv[1:] = [{str(tmp_path / '*')!r}]\n{MIRRORED_SCRIPT}"
-    result = run_python(script, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["replicas"] == 2
-    losses = report["bert_losses"]
-    assert all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.5, losses
-    assert report["moved"] > 0.01
-    assert report["clipped_gap"] < 1e-6 and report["accumulated_gap"] < 1e-6, report
+class TrainingIntegrationTest(tf.test.TestCase):
+
+    def test_one_device_fit_lowers_the_loss(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        write_files(tmp_path, 2, 16)
+        losses = train_tiny_bert(get_strategy("one_device"), str(tmp_path / "*"))
+        self.assertTrue(all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.5, msg=losses)
+
+    def test_mirrored_over_two_cpus_trains_and_matches_one_device(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        write_files(tmp_path, 2, 16)
+        script = f"import sys; sys.argv[1:] = [{str(tmp_path / '*')!r}]\n{MIRRORED_SCRIPT}"
+        result = run_python(script, timeout=240)
+        self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertEqual(report["replicas"], 2)
+        losses = report["bert_losses"]
+        self.assertTrue(all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.5, msg=losses)
+        self.assertGreater(report["moved"], 0.01)
+        self.assertTrue(report["clipped_gap"] < 1e-6 and report["accumulated_gap"] < 1e-6,
+                        msg=report)
+
+
+if __name__ == "__main__":
+    tf.test.main()

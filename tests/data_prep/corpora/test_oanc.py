@@ -1,6 +1,9 @@
 """The untagged OANC sample: tags stripped, sentences grouped, bad lines named."""
 
+from pathlib import Path
+
 import pytest
+import tensorflow as tf
 
 from data_prep.corpora import oanc
 from data_prep.corpora.builtin_corpus import corpus_statistics, write_corpus
@@ -8,20 +11,27 @@ from data_prep.corpora.builtin_corpus import corpus_statistics, write_corpus
 pytestmark = pytest.mark.assets
 
 
-def test_untagged_documents_strip_tags_and_group_sentences(tmp_path):
-    lines = ["It/PRP rained/VBD ./.", "", "Rates/NNS rose/VBD 1/2/CD ./.", "So/RB ?/."]
-    documents = list(oanc.untagged_documents(lines, "handmade", size=2))
-    assert documents == [["It rained .", "Rates rose 1/2 ."], ["So ?"]]
-    write_corpus(documents, tmp_path / "corpus.txt")
-    assert (tmp_path / "corpus.txt").read_text() == "It rained .\nRates rose 1/2 .\n\nSo ?\n"
+class OancTest(tf.test.TestCase):
+
+    def test_untagged_documents_strip_tags_and_group_sentences(self):
+        tmp_path = Path(self.create_tempdir().full_path)
+        lines = ["It/PRP rained/VBD ./.", "", "Rates/NNS rose/VBD 1/2/CD ./.", "So/RB ?/."]
+        documents = list(oanc.untagged_documents(lines, "handmade", size=2))
+        self.assertEqual(documents, [["It rained .", "Rates rose 1/2 ."], ["So ?"]])
+        write_corpus(documents, tmp_path / "corpus.txt")
+        self.assertEqual((tmp_path / "corpus.txt").read_text(),
+                         "It rained .\nRates rose 1/2 .\n\nSo ?\n")
+
+    def test_bad_line_is_named(self):
+        with self.assertRaisesRegex(ValueError,
+                                    r"oanc.txt line 2: 'rained' is not of the form word/TAG"):
+            list(oanc.untagged_documents(["It/PRP ./.", "It/PRP rained"], "oanc.txt"))
+
+    def test_real_sample(self):
+        statistics = corpus_statistics(oanc.oanc_sample_path())
+        self.assertEqual((statistics.documents, statistics.sentences), (400, 20000))
+        self.assertGreater(statistics.words, 300_000)
 
 
-def test_bad_line_is_named():
-    with pytest.raises(ValueError, match=r"oanc.txt line 2: 'rained' is not of the form word/TAG"):
-        list(oanc.untagged_documents(["It/PRP ./.", "It/PRP rained"], "oanc.txt"))
-
-
-def test_real_sample():
-    statistics = corpus_statistics(oanc.oanc_sample_path())
-    assert (statistics.documents, statistics.sentences) == (400, 20000)
-    assert statistics.words > 300_000
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,14 +1,16 @@
 """The per-chunk transform: pure (writes nothing, same records every call) and what the shards hold."""
 
+import contextlib
 import io
 import os
+from pathlib import Path
 
 import tensorflow as tf
 
 from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining import transform
 from data_prep.pretraining.local import create_pretraining_data
-from tests.data_prep.conftest import settings_for
+from tests.data_prep.synthetic_corpus import make_corpus, settings_for
 
 
 def _all_chunk_records(settings):
@@ -27,32 +29,48 @@ def _all_chunk_records(settings):
     return records, statistics
 
 
-def test_transform_writes_nothing_and_repeats_its_records(corpus, tmp_path,  # noqa: F811
-                                                          monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    before = sorted(os.walk(tmp_path))
-    settings = settings_for(corpus, tmp_path / "out" / "data.tfrecord")
-    first, statistics = _all_chunk_records(settings)
-    again, _ = _all_chunk_records(settings)
-    assert sorted(os.walk(tmp_path)) == before
-    assert first and first == again
-    assert [index for index, _, _ in statistics] == list(range(len(statistics)))
-    assert sum(documents for _, documents, _ in statistics) == 13
-    assert sum(empty for _, _, empty in statistics) == 1
-    example = tf.train.Example.FromString(first[0])
-    assert len(example.features.feature["input_ids"].int64_list.value) == 32
+class PretrainingTransformTest(tf.test.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp_path = Path(self.create_tempdir().full_path)
+        self.corpus = make_corpus(self.tmp_path)
+
+    def test_transform_writes_nothing_and_repeats_its_records(self):
+        tmp_path = self.tmp_path
+        self.enter_context(contextlib.chdir(tmp_path))
+        before = sorted(os.walk(tmp_path))
+        settings = settings_for(self.corpus, tmp_path / "out" / "data.tfrecord")
+        first, statistics = _all_chunk_records(settings)
+        again, _ = _all_chunk_records(settings)
+        self.assertEqual(sorted(os.walk(tmp_path)), before)
+        self.assertTrue(first)
+        self.assertEqual(first, again)
+        self.assertEqual([index for index, _, _ in statistics], list(range(len(statistics))))
+        self.assertEqual(sum(documents for _, documents, _ in statistics), 13)
+        self.assertEqual(sum(empty for _, _, empty in statistics), 1)
+        example = tf.train.Example.FromString(first[0])
+        self.assertLen(example.features.feature["input_ids"].int64_list.value, 32)
+
+    def test_one_shard_holds_the_transform_records_in_chunk_order(self):
+        tmp_path = self.tmp_path
+        settings = settings_for(self.corpus, tmp_path / "out" / "data.tfrecord",
+                                num_output_shards=1)
+        summary = create_pretraining_data(settings, io.StringIO())
+        written = list(tf.data.TFRecordDataset(str(tmp_path / "out" / "data.tfrecord"))
+                       .as_numpy_iterator())
+        expected, _ = _all_chunk_records(settings)
+        self.assertEqual(written, expected)
+        self.assertEqual(summary.instances, len(expected))
+
+    def test_other_seed_other_records(self):
+        tmp_path = self.tmp_path
+        records, _ = _all_chunk_records(settings_for(self.corpus, tmp_path / "x"))
+        reseeded, _ = _all_chunk_records(settings_for(self.corpus, tmp_path / "x", random_seed=7))
+        self.assertTrue(records)
+        self.assertTrue(reseeded)
+        self.assertNotEqual(records, reseeded)
 
 
-def test_one_shard_holds_the_transform_records_in_chunk_order(corpus, tmp_path):  # noqa: F811
-    settings = settings_for(corpus, tmp_path / "out" / "data.tfrecord", num_output_shards=1)
-    summary = create_pretraining_data(settings, io.StringIO())
-    written = list(tf.data.TFRecordDataset(str(tmp_path / "out" / "data.tfrecord"))
-                   .as_numpy_iterator())
-    expected, _ = _all_chunk_records(settings)
-    assert written == expected and summary.instances == len(expected)
-
-
-def test_other_seed_other_records(corpus, tmp_path):  # noqa: F811
-    records, _ = _all_chunk_records(settings_for(corpus, tmp_path / "x"))
-    reseeded, _ = _all_chunk_records(settings_for(corpus, tmp_path / "x", random_seed=7))
-    assert records and reseeded and records != reseeded
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,332 @@
+"""The layers' fast paths compute what the plain formulation computes: outputs, gradients,
+dropout masks and the rows a caller reads, eager and under XLA."""
+
+import math
+from unittest import mock
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from modeling.layers import attention as attention_module
+from modeling.layers.attention import SelfAttention, attend, attention_bias
+from modeling.layers.dropout import Dropout
+from modeling.layers.transformer import TransformerBlock
+from modeling.layers.xla_context import compiled_by_xla
+from modeling.optimization import create_optimizer
+from modeling.pretrainer import BertPretrainer, pretraining_losses
+from tests.fixtures import tiny_config
+from tests.modeling.layer_references import (
+    FFN,
+    HEADS,
+    RNG,
+    B,
+    H,
+    S,
+    padded_mask,
+    random_weights,
+    reset_rng,
+)
+
+
+def concatenated_attention(self, hidden_states, bias, training=None, return_probabilities=False,
+                           query_rows=None):
+    """The layer's earlier implementation, kept to pin that the faster one computes the same.
+
+    One concatenated [hidden, 3 * hidden] projection, strided slices of a
+    [batch, seq, 3, heads, size] tensor, and einsums over that layout; every
+    position is a query, and `query_rows` are gathered from the full output.
+    """
+    ops = keras.ops
+    batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+    kernel = ops.concatenate([self.query_kernel, self.key_kernel, self.value_kernel], axis=1)
+    qkv_bias = ops.concatenate([self.query_bias, self.key_bias, self.value_bias], axis=0)
+    qkv = ops.matmul(hidden_states, kernel) + qkv_bias
+    qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
+    query, key, value = (qkv[:, :, i] for i in range(3))
+    query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+    scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
+    probabilities = ops.softmax(scores, axis=-1)
+    dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training)
+    context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+    context = ops.reshape(context, (batch, length, self.hidden_size))
+    output = ops.matmul(context, self.output_kernel) + self.output_bias
+    if query_rows is not None:
+        output = tf.gather(output, query_rows, axis=1, batch_dims=1)
+    if return_probabilities:
+        return output, probabilities
+    return output
+
+
+def seeded_pretraining_losses(steps: int) -> list[float]:
+    """Losses of a few seeded pre-training steps of a tiny BERT, dropout on."""
+    keras.utils.set_random_seed(3)
+    config = tiny_config(hidden_size=16, intermediate_size=32, max_position_embeddings=16)
+    model = BertPretrainer(config)
+    optimizer = create_optimizer(1e-3, 100, 0)
+    rng = np.random.default_rng(0)
+    features = {"input_ids": rng.integers(0, 64, (4, 12)), "input_mask": np.ones((4, 12)),
+                "segment_ids": np.zeros((4, 12)), "masked_lm_positions": [[1, 5, 7]] * 4,
+                "masked_lm_ids": rng.integers(0, 64, (4, 3)),
+                "masked_lm_weights": np.ones((4, 3)), "next_sentence_labels": [[0], [1]] * 2}
+    features = {key: tf.constant(value, "float32" if "weights" in key else "int32")
+                for key, value in features.items()}
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = pretraining_losses(features, model(features, training=True), "mlm_nsp")["loss"]
+        variables = model.trainable_variables
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return [float(step()) for _ in range(steps)]
+
+
+class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        reset_rng()
+
+    def test_attention_outputs_and_gradients_match_the_concatenated_implementation(self):
+        layer = SelfAttention(H, HEADS, dropout_rate=0.0)
+        layer.build()
+        random_weights(layer)
+        x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        bias = attention_bias(padded_mask())
+        results = {}
+        for name, call in (("new", SelfAttention.call), ("old", concatenated_attention)):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                output = call(layer, x, bias)
+                loss = tf.reduce_sum(output * tf.sin(output))
+            results[name] = [output, *tape.gradient(loss, [x, *layer.trainable_variables])]
+        for new, old in zip(results["new"], results["old"]):
+            self.assertAllClose(new.numpy(), old.numpy(), rtol=1e-5, atol=1e-5)
+
+    def test_seeded_training_losses_match_the_concatenated_implementation(self):
+        """Same dropout masks, same updates: the loss curve is unchanged but for float noise.
+
+        The earlier implementation also computed the last block at every position.
+        """
+        new = seeded_pretraining_losses(4)
+        self.enter_context(mock.patch.object(SelfAttention, "call", concatenated_attention))
+        old = seeded_pretraining_losses(4)
+        self.assertLess(new[-1], new[0])
+        self.assertAllClose(new, old, rtol=1e-5, atol=0)
+
+    def test_attention_backward_has_no_concatenation_or_slice_padding(self):
+        """The projections' gradients go straight to each kernel: no concat, no padded slices."""
+        layer = SelfAttention(H, HEADS)
+        layer.build()
+        x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        bias = attention_bias(padded_mask())
+
+        @tf.function
+        def gradients():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(layer(x, bias, training=True))
+            return tape.gradient(loss, [x, *layer.trainable_variables])
+
+        op_types = {op.type for op in gradients.get_concrete_function().graph.get_operations()}
+        self.assertFalse(op_types & {"ConcatV2", "StridedSlice", "StridedSliceGrad", "Einsum"})
+        self.assertIn("BatchMatMulV2", op_types)
+
+    def test_attend_gradient_equals_the_softmax_dropout_product_chain(self):
+        """The softmax's row sums taken from the context give the same gradients."""
+        scores = tf.constant(RNG.normal(size=(B, HEADS, S, S)).astype("float32") * 3)
+        value = tf.constant(RNG.normal(size=(B, HEADS, S, H // HEADS)).astype("float32"))
+        upstream = tf.constant(RNG.normal(size=(B, HEADS, S, H // HEADS)).astype("float32"))
+        keep = tf.constant(RNG.random(size=(B, HEADS, S, S)) > 0.3)
+        for mask, scale in ((None, None), (keep, tf.constant(1 / 0.7))):
+            def chained(scores, value):
+                probabilities = tf.nn.softmax(scores, axis=-1)
+                if mask is not None:
+                    probabilities = tf.where(mask, probabilities * scale, 0.0)
+                return tf.matmul(probabilities, value)
+
+            results = []
+            for function in (chained, lambda s, v: attend(s, v, mask, scale)):
+                with tf.GradientTape() as tape:
+                    tape.watch([scores, value])
+                    context = function(scores, value)
+                results.append([context, *tape.gradient(context, [scores, value],
+                                                         output_gradients=upstream)])
+            for ours, chain in zip(*results):
+                self.assertAllClose(ours.numpy(), chain.numpy(), rtol=1e-5, atol=1e-6)
+
+    def test_attention_under_xla_with_dropout_matches_the_unfused_path(self):
+        """Same masks from the same seed state: outputs and every gradient agree."""
+        layer = SelfAttention(H, HEADS, dropout_rate=0.3)
+        layer.build()
+        random_weights(layer)
+        x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        weights = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        bias = attention_bias(padded_mask())
+        state = layer.dropout.seed_generator.state.numpy()
+
+        def compiled_step():
+            layer.dropout.seed_generator.state.assign(state)
+
+            @tf.function(jit_compile=True)
+            def step(x):
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    loss = tf.reduce_sum(layer(x, bias, training=True) * weights)
+                return tape.gradient(loss, [x, *layer.trainable_variables]), loss
+
+            return step(x)
+
+        calls = []
+        self.enter_context(mock.patch.object(attention_module, "attend",
+                                             lambda *args: calls.append(args) or attend(*args)))
+        ours = compiled_step()
+        self.assertLen(calls, 1)
+        self.assertIsNotNone(calls[0][2])  # the written gradient, with a mask
+        self.enter_context(mock.patch.object(attention_module, "compiled_by_xla", lambda: False))
+        chained = compiled_step()
+        self.assertLen(calls, 1)
+        self.assertAllClose(ours[1].numpy(), chained[1].numpy(), rtol=1e-6, atol=0)
+        names = ["inputs", *(variable.name for variable in layer.trainable_variables)]
+        for name, gradient, reference in zip(names, ours[0], chained[0]):
+            if name == "key_bias":
+                # A shift of a query's scores leaves its softmax unchanged, so this
+                # gradient is zero: both are rounding noise.
+                self.assertLess(np.abs(gradient.numpy()).max(), 1e-5)
+                self.assertLess(np.abs(reference.numpy()).max(), 1e-5)
+                continue
+            self.assertAllClose(gradient.numpy(), reference.numpy(), rtol=1e-5, atol=1e-6)
+
+    def test_dropout_under_xla_keeps_the_rate_scales_and_replays_from_its_seed_state(self):
+        layer = Dropout(0.1, seed=3)
+        inputs = tf.ones([400, 500])
+
+        @tf.function(jit_compile=True)
+        def compiled(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = layer(x, training=True)
+                total = tf.reduce_sum(y)
+            return y, tape.gradient(total, x), compiled_by_xla()
+
+        state = layer.seed_generator.state.numpy()
+        first, gradient, under_xla = (t.numpy() for t in compiled(inputs))
+        self.assertTrue(under_xla)
+        self.assertFalse(compiled_by_xla())
+        kept = first != 0
+        # 200,000 draws: the kept share's standard deviation is 0.0007.
+        self.assertLess(abs(kept.mean() - 0.9), 0.004)
+        # 16-bit draws drop round(0.1 * 65536) of 65536 levels; kept units undo exactly that.
+        self.assertAllClose(first[kept], np.full(kept.sum(), 65536 / (65536 - 6554)), rtol=1e-6,
+                            atol=0)
+        self.assertAllEqual(gradient, first)  # gradient flows through kept units only
+        second = compiled(inputs)[0].numpy()
+        self.assertGreater((second != first).mean(), 0.1)  # a new mask each call
+        layer.seed_generator.state.assign(state)  # as a resumed run restores it
+        self.assertAllEqual(compiled(inputs)[0].numpy(), first)
+        # An odd number of units: the last 32-bit draw serves one unit only.
+        odd = tf.function(lambda x: layer(x, training=True), jit_compile=True)(tf.ones([7, 13]))
+        self.assertEqual(odd.shape, (7, 13))
+        self.assertLessEqual(set(np.unique(odd.numpy())), {0.0, np.float32(first[kept][0])})
+        # Under a float16 policy the mask keeps the input's dtype.
+        half = Dropout(0.1, seed=3, dtype="mixed_float16")
+        output = tf.function(lambda x: half(x, training=True), jit_compile=True)(
+            tf.ones([8, 8], "float16"))
+        self.assertEqual(output.dtype, tf.float16)
+        self.assertAllEqual(layer(inputs, training=False).numpy(), inputs.numpy())
+
+    def test_dropout_outside_xla_is_keras_in_float32_and_draws_float32_under_bfloat16(self):
+        inputs = tf.random.normal([64, 300], seed=1)
+        ours, keras_layer = Dropout(0.1, seed=7), keras.layers.Dropout(0.1, seed=7)
+        for _ in range(2):  # the same masks call after call, eager and in a graph
+            self.assertAllEqual(ours(inputs, training=True).numpy(),
+                                keras_layer(inputs, training=True).numpy())
+        self.assertAllEqual(tf.function(lambda x: ours(x, training=True))(inputs).numpy(),
+                            tf.function(lambda x: keras_layer(x, training=True))(inputs))
+        half = Dropout(0.1, seed=3, dtype="mixed_bfloat16")
+        step = tf.function(lambda x: half(x, training=True))
+        output = step(tf.ones([400, 500], "bfloat16"))
+        self.assertEqual(output.dtype, tf.bfloat16)
+        self.assertLess(abs((output.numpy() != 0).mean() - 0.9), 0.004)
+        draws = [op for op in step.get_concrete_function(tf.TensorSpec([400, 500], "bfloat16"))
+                 .graph.get_operations() if op.type == "StatelessRandomUniformV2"]
+        self.assertEqual([op.get_attr("dtype") for op in draws], [tf.float32])
+
+    @parameterized.parameters(False, True)
+    def test_dropout_of_some_rows_drops_the_units_a_full_call_drops(self, jit_compile):
+        layer = Dropout(0.3, seed=5)
+        inputs = tf.constant(RNG.normal(size=(3, 4, 10, 6)).astype("float32"))
+        rows = tf.constant([[9, 0, 9], [2, 3, 4], [0, 0, 0]])
+        state = layer.seed_generator.state.numpy()
+
+        @tf.function(jit_compile=jit_compile)
+        def full_then_rows(x):
+            return tf.gather(layer(x, training=True), rows, axis=2, batch_dims=1)
+
+        @tf.function(jit_compile=jit_compile)
+        def rows_only(x):
+            picked = tf.gather(x, rows, axis=2, batch_dims=1)
+            return layer.drop_rows(picked, rows, tf.shape(x), axis=2, training=True)
+
+        expected = full_then_rows(inputs).numpy()
+        layer.seed_generator.state.assign(state)
+        dropped = rows_only(inputs).numpy()
+        self.assertTrue(0.1 < (dropped == 0).mean() < 0.5)
+        self.assertAllEqual(dropped, expected)
+        picked = tf.gather(inputs, rows, axis=2, batch_dims=1)
+        self.assertAllEqual(layer.drop_rows(picked, rows, tf.shape(inputs), axis=2,
+                                            training=False).numpy(), picked.numpy())
+
+    @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
+                           causal=[False, True])
+    def test_block_output_rows_are_those_rows_of_the_full_output(self, causal, jit_compile, policy):
+        """Output and every gradient, under dropout, as computing all rows then gathering."""
+        block = TransformerBlock(H, HEADS, FFN, hidden_dropout_prob=0.2,
+                                 attention_probs_dropout_prob=0.2, dtype=policy)
+        block.build()
+        random_weights(block)
+        x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        weights = tf.constant(RNG.normal(size=(B, 3, H)).astype("float32"))
+        rows = tf.constant([[0, 3, 3], [0, 6, 1]])
+        bias = attention_bias(padded_mask(), causal=causal)
+        states = [layer.seed_generator.state.numpy()
+                  for layer in (block.attention.dropout, block.attention_dropout,
+                                block.output_dropout)]
+
+        def gradients(forward):
+            for layer, state in zip((block.attention.dropout, block.attention_dropout,
+                                     block.output_dropout), states):
+                layer.seed_generator.state.assign(state)
+
+            @tf.function(jit_compile=jit_compile)
+            def step(x):
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    output = tf.cast(forward(tf.cast(x, block.compute_dtype)), "float32")
+                    loss = tf.reduce_sum(output * weights)
+                return output, tape.gradient(loss, [x, *block.trainable_variables])
+
+            return step(x)
+
+        rows_output, rows_gradients = gradients(
+            lambda x: block(x, bias, training=True, output_rows=rows))
+        full_output, full_gradients = gradients(
+            lambda x: tf.gather(block(x, bias, training=True), rows, axis=1, batch_dims=1))
+        tolerance = 1e-5 if policy == "float32" else 2e-2
+        self.assertAllClose(rows_output.numpy(),
+                            full_output.numpy(), rtol=tolerance, atol=tolerance)
+        names = ["inputs", *(variable.name for variable in block.trainable_variables)]
+        for name, ours, reference in zip(names, rows_gradients, full_gradients):
+            if name == "key_bias":  # zero but for rounding (softmax is shift-invariant)
+                continue
+            scale = max(np.abs(reference.numpy()).max(), 1e-6)
+            self.assertAllClose(ours.numpy() / scale,
+                                reference.numpy() / scale, atol=tolerance, rtol=1e-7, msg=name)
+
+
+if __name__ == "__main__":
+    tf.test.main()
