@@ -8,8 +8,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from unittest import mock
 
-import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
 from cli import entry, host_memory
 
@@ -49,30 +51,35 @@ def _page_faults(mode: str) -> int:
     return int(result.stdout)
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc",
-                    reason="the padding is a glibc malloc setting")
-def test_freed_heap_pages_are_reused_instead_of_faulted_in_again():
-    default = _page_faults("default")
-    kept = _page_faults("keep")
-    # 5 rounds x 4096 pages would be faulted in again if each round's 16 MiB went back.
-    assert default > 5 * 1000, default
-    assert kept < 100, kept
+class HostMemoryTest(tf.test.TestCase, parameterized.TestCase):
+
+    def test_freed_heap_pages_are_reused_instead_of_faulted_in_again(self):
+        if platform.libc_ver()[0] != "glibc":
+            self.skipTest("the padding is a glibc malloc setting")
+        default = _page_faults("default")
+        kept = _page_faults("keep")
+        # 5 rounds x 4096 pages would be faulted in again if each round's 16 MiB went back.
+        self.assertGreater(default, 5 * 1000)
+        self.assertLess(kept, 100)
+
+    @parameterized.parameters(-1, 2**31)
+    def test_a_padding_outside_a_c_int_is_refused(self, top_pad_bytes):
+        with self.assertRaisesRegex(ValueError, "top_pad_bytes"):
+            host_memory.keep_freed_heap_pages(top_pad_bytes)
+
+    def test_a_users_own_setting_is_left_alone(self):
+        self.enter_context(mock.patch.dict(os.environ, {"MALLOC_TOP_PAD_": "0"}))
+        self.assertIs(host_memory.keep_freed_heap_pages(), False)
+
+    def test_the_runners_entry_point_sets_it_before_main_runs(self):
+        calls = []
+        self.enter_context(mock.patch.object(entry, "keep_freed_heap_pages",
+                                             lambda: calls.append("keep")))
+        self.enter_context(mock.patch.object(entry.app, "run",
+                                             lambda main: calls.append("main")))
+        entry.run(lambda argv: None)
+        self.assertEqual(calls, ["keep", "main"])
 
 
-@pytest.mark.parametrize("top_pad_bytes", [-1, 2**31])
-def test_a_padding_outside_a_c_int_is_refused(top_pad_bytes):
-    with pytest.raises(ValueError, match="top_pad_bytes"):
-        host_memory.keep_freed_heap_pages(top_pad_bytes)
-
-
-def test_a_users_own_setting_is_left_alone(monkeypatch):
-    monkeypatch.setenv("MALLOC_TOP_PAD_", "0")
-    assert host_memory.keep_freed_heap_pages() is False
-
-
-def test_the_runners_entry_point_sets_it_before_main_runs(monkeypatch):
-    calls = []
-    monkeypatch.setattr(entry, "keep_freed_heap_pages", lambda: calls.append("keep"))
-    monkeypatch.setattr(entry.app, "run", lambda main: calls.append("main"))
-    entry.run(lambda argv: None)
-    assert calls == ["keep", "main"]
+if __name__ == "__main__":
+    tf.test.main()
