@@ -8,9 +8,11 @@ The runners' own checks are reached through their `main`, in-process too.
 
 import os
 import re
+from pathlib import Path
 
-import pytest
+import tensorflow as tf
 from absl import flags
+from absl.testing import parameterized
 
 from cli import runner_flags
 from tests.fixtures import run_main
@@ -40,7 +42,7 @@ def _finetuning_flags(*arguments: str) -> flags.FlagValues:
     return values
 
 
-@pytest.mark.parametrize("arguments, message", [
+PRETRAINING_REFUSALS = [
     (["--do_train", "--learning_rate=0"], "--learning_rate must be positive, got 0.0"),
     (["--do_train", "--learning_rate=-1e-4"], "--learning_rate must be positive"),
     (["--do_train", "--learning_rate=nan"], "--learning_rate must be positive, got nan"),
@@ -51,29 +53,9 @@ def _finetuning_flags(*arguments: str) -> flags.FlagValues:
     (["--do_train", "--num_gpus=-1"], "--num_gpus must be 0 or positive"),
     (["--do_train", "--train_batch_size=32", "--gradient_accumulation_steps=3"],
      "--train_batch_size=32 is not divisible by --gradient_accumulation_steps=3"),
-])
-def test_pretraining_refuses_out_of_range_flags(tmp_path, arguments, message):
-    with pytest.raises(ValueError, match=message.replace("+", r"\+")):
-        _check_pretraining(tmp_path, *arguments)
+]
 
-
-def test_pretraining_eval_alone_needs_weights_to_evaluate(tmp_path):
-    with pytest.raises(ValueError, match=f"--output_dir={tmp_path} holds no checkpoint; pass "
-                                         "--init_checkpoint or --do_train"):
-        _check_pretraining(tmp_path, "--do_eval")
-    _check_pretraining(tmp_path, "--do_eval", "--init_checkpoint=phase1")
-    _check_pretraining(tmp_path, "--do_eval", "--do_train")
-    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
-    (tmp_path / "ckpt-3.index").write_bytes(b"")
-    _check_pretraining(tmp_path, "--do_eval")  # resumes from the run in --output_dir
-
-
-def test_pretraining_accepts_the_defaults_and_zero_warmup(tmp_path):
-    _check_pretraining(tmp_path, "--do_train", "--num_warmup_steps=0",
-                       "--gradient_accumulation_steps=4")
-
-
-@pytest.mark.parametrize("arguments, message", [
+FINETUNING_REFUSALS = [
     (["--do_train", "--learning_rate=0"], "--learning_rate must be positive, got 0.0"),
     (["--do_eval", "--learning_rate=-5e-05"], "--learning_rate must be positive"),
     (["--do_train", "--num_train_epochs=0"], "--num_train_epochs must be positive, got 0.0"),
@@ -88,61 +70,9 @@ def test_pretraining_accepts_the_defaults_and_zero_warmup(tmp_path):
     (["--do_train", "--init_checkpoint=ckpt", "--transfer_layers=-1"],
      "--transfer_layers must be 0 or more, got -1"),
     (["--do_train", "--transfer_layers=1"], "--transfer_layers needs --init_checkpoint"),
-])
-def test_finetuning_refuses_out_of_range_flags(arguments, message):
-    with pytest.raises(ValueError, match=message):
-        runner_flags.training_configs(_finetuning_flags(*arguments))
+]
 
-
-def test_finetuning_epochs_only_matter_when_training():
-    runner_flags.training_configs(_finetuning_flags("--do_eval", "--num_train_epochs=0",
-                                                    "--init_checkpoint=model.ckpt"))
-    runner_flags.training_configs(_finetuning_flags("--do_train", "--train_batch_size=32",
-                                                    "--gradient_accumulation_steps=4"))
-
-
-@pytest.mark.parametrize("arguments, refused", [
-    (["--do_eval"], "--do_eval"),
-    (["--do_predict"], "--do_predict"),
-    (["--do_eval", "--do_predict"], "--do_eval and --do_predict"),
-])
-def test_finetuning_eval_alone_needs_weights_to_evaluate(arguments, refused):
-    with pytest.raises(ValueError, match=f"^{refused} without --do_train would evaluate random "
-                                         "weights; pass --init_checkpoint or --do_train"):
-        runner_flags.training_configs(_finetuning_flags(*arguments))
-    runner_flags.training_configs(_finetuning_flags(*arguments, "--init_checkpoint=model.ckpt"))
-    runner_flags.training_configs(_finetuning_flags(*arguments, "--do_train"))
-
-
-def test_learning_rate_lists_are_checked_element_by_element():
-    assert runner_flags.parse_learning_rates(["5e-5", "3e-5"]) == [5e-5, 3e-5]
-    with pytest.raises(ValueError, match="--learning_rates: every rate must be positive, "
-                                         "got -5e-5"):
-        runner_flags.parse_learning_rates(["5e-5", "-5e-5"])
-    with pytest.raises(ValueError, match="--learning_rates: 'fast' is not a number"):
-        runner_flags.parse_learning_rates(["fast"])
-    with pytest.raises(ValueError, match="every rate must be positive, got inf"):
-        runner_flags.parse_learning_rates(["inf"])
-
-
-def test_output_dir_that_cannot_be_created_names_the_flag(tmp_path):
-    (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(OSError, match=f"--output_dir={tmp_path}/file/out: cannot write there"):
-        runner_flags.check_output_dir(str(tmp_path / "file" / "out"))
-    runner_flags.check_output_dir(str(tmp_path / "new" / "out"))
-    assert os.listdir(tmp_path / "new" / "out") == []  # the probe file is gone
-
-
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="root may write into a read-only folder")
-def test_read_only_output_dir_names_the_flag(tmp_path):
-    folder = tmp_path / "read_only"
-    folder.mkdir(mode=0o555)
-    with pytest.raises(OSError, match=f"--output_dir={folder}: cannot write there"):
-        runner_flags.check_output_dir(str(folder))
-
-
-@pytest.mark.parametrize("script, arguments, message", [
+RUNNER_REFUSALS = [
     ("run_classifier.py", {"task_name": "sst-2", "learning_rates": "5e-5,-5e-5", "do_train": True},
      "--learning_rates: every rate must be positive, got -5e-5"),
     ("run_ner.py", {"learning_rate": 0, "do_train": True},
@@ -150,11 +80,95 @@ def test_read_only_output_dir_names_the_flag(tmp_path):
     ("run_ner.py", {"mode": "feature_based", "init_checkpoint": "ckpt", "do_train": True,
                     "num_train_epochs": 1.5},
      "--mode=feature_based trains whole epochs; got --num_train_epochs=1.5"),
-])
-def test_runners_check_before_reading_anything(tmp_path, script, arguments, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        run_main(script, {"data_dir": tmp_path / "missing",
-                          "bert_config_file": tmp_path / "missing.json",
-                          "vocab_file": tmp_path / "vocab", "output_dir": tmp_path / "out",
-                          **arguments})
-    assert not os.path.exists(tmp_path / "out")
+]
+
+
+class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
+
+    def _tmp_path(self) -> Path:
+        return Path(self.create_tempdir().full_path)
+
+    @parameterized.parameters(*PRETRAINING_REFUSALS)
+    def test_pretraining_refuses_out_of_range_flags(self, arguments, message):
+        with self.assertRaisesRegex(ValueError, message.replace("+", r"\+")):
+            _check_pretraining(self._tmp_path(), *arguments)
+
+    def test_pretraining_eval_alone_needs_weights_to_evaluate(self):
+        tmp_path = self._tmp_path()
+        with self.assertRaisesRegex(ValueError, f"--output_dir={tmp_path} holds no checkpoint; "
+                                                "pass --init_checkpoint or --do_train"):
+            _check_pretraining(tmp_path, "--do_eval")
+        _check_pretraining(tmp_path, "--do_eval", "--init_checkpoint=phase1")
+        _check_pretraining(tmp_path, "--do_eval", "--do_train")
+        (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+        (tmp_path / "ckpt-3.index").write_bytes(b"")
+        _check_pretraining(tmp_path, "--do_eval")  # resumes from the run in --output_dir
+
+    def test_pretraining_accepts_the_defaults_and_zero_warmup(self):
+        _check_pretraining(self._tmp_path(), "--do_train", "--num_warmup_steps=0",
+                           "--gradient_accumulation_steps=4")
+
+    @parameterized.parameters(*FINETUNING_REFUSALS)
+    def test_finetuning_refuses_out_of_range_flags(self, arguments, message):
+        with self.assertRaisesRegex(ValueError, message):
+            runner_flags.training_configs(_finetuning_flags(*arguments))
+
+    def test_finetuning_epochs_only_matter_when_training(self):
+        runner_flags.training_configs(_finetuning_flags("--do_eval", "--num_train_epochs=0",
+                                                        "--init_checkpoint=model.ckpt"))
+        runner_flags.training_configs(_finetuning_flags("--do_train", "--train_batch_size=32",
+                                                        "--gradient_accumulation_steps=4"))
+
+    @parameterized.parameters(
+        (["--do_eval"], "--do_eval"),
+        (["--do_predict"], "--do_predict"),
+        (["--do_eval", "--do_predict"], "--do_eval and --do_predict"),
+    )
+    def test_finetuning_eval_alone_needs_weights_to_evaluate(self, arguments, refused):
+        with self.assertRaisesRegex(ValueError, f"^{refused} without --do_train would evaluate "
+                                                "random weights; pass --init_checkpoint or "
+                                                "--do_train"):
+            runner_flags.training_configs(_finetuning_flags(*arguments))
+        runner_flags.training_configs(_finetuning_flags(*arguments, "--init_checkpoint=model.ckpt"))
+        runner_flags.training_configs(_finetuning_flags(*arguments, "--do_train"))
+
+    def test_learning_rate_lists_are_checked_element_by_element(self):
+        self.assertEqual(runner_flags.parse_learning_rates(["5e-5", "3e-5"]), [5e-5, 3e-5])
+        with self.assertRaisesRegex(ValueError, "--learning_rates: every rate must be positive, "
+                                                "got -5e-5"):
+            runner_flags.parse_learning_rates(["5e-5", "-5e-5"])
+        with self.assertRaisesRegex(ValueError, "--learning_rates: 'fast' is not a number"):
+            runner_flags.parse_learning_rates(["fast"])
+        with self.assertRaisesRegex(ValueError, "every rate must be positive, got inf"):
+            runner_flags.parse_learning_rates(["inf"])
+
+    def test_output_dir_that_cannot_be_created_names_the_flag(self):
+        tmp_path = self._tmp_path()
+        (tmp_path / "file").write_text("not a folder")
+        with self.assertRaisesRegex(OSError,
+                                    f"--output_dir={tmp_path}/file/out: cannot write there"):
+            runner_flags.check_output_dir(str(tmp_path / "file" / "out"))
+        runner_flags.check_output_dir(str(tmp_path / "new" / "out"))
+        self.assertEqual(os.listdir(tmp_path / "new" / "out"), [])  # the probe file is gone
+
+    def test_read_only_output_dir_names_the_flag(self):
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            self.skipTest("root may write into a read-only folder")
+        folder = self._tmp_path() / "read_only"
+        folder.mkdir(mode=0o555)
+        with self.assertRaisesRegex(OSError, f"--output_dir={folder}: cannot write there"):
+            runner_flags.check_output_dir(str(folder))
+
+    @parameterized.parameters(*RUNNER_REFUSALS)
+    def test_runners_check_before_reading_anything(self, script, arguments, message):
+        tmp_path = self._tmp_path()
+        with self.assertRaisesRegex(ValueError, re.escape(message)):
+            run_main(script, {"data_dir": tmp_path / "missing",
+                              "bert_config_file": tmp_path / "missing.json",
+                              "vocab_file": tmp_path / "vocab", "output_dir": tmp_path / "out",
+                              **arguments})
+        self.assertFalse(os.path.exists(tmp_path / "out"))
+
+
+if __name__ == "__main__":
+    tf.test.main()
