@@ -1,10 +1,13 @@
 """The SavedModel's in-graph packing gives the inputs training gave: `sentence_pairs.pack`'s."""
 
 import os
+import shutil
 import stat
+import tempfile
+from pathlib import Path
 
-import pytest
 import tensorflow as tf
+from absl.testing import parameterized
 
 from tasks.serving import ClassifierServing, export_classifier
 from text.sentence_pairs import pack
@@ -23,15 +26,6 @@ class _EchoesInputs:
         return tf.cast(tf.stack([features[key] for key in KEYS], axis=1), tf.float32)
 
 
-@pytest.fixture(scope="module")
-def serving(tmp_path_factory):
-    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",
-                                "mat", "a", "dog", "##s"]) + "\n", encoding="utf-8")
-    tokenizer = FullTokenizer(str(vocab))  # no [MASK]: serving never inserts one
-    return ClassifierServing(_EchoesInputs(), tokenizer, LENGTH, labels=None), tokenizer
-
-
 def _expected(tokenizer, text_a, text_b):
     packed = pack(tokenizer.tokenize(text_a),
                   None if text_b is None else tokenizer.tokenize(text_b), LENGTH,
@@ -39,63 +33,71 @@ def _expected(tokenizer, text_a, text_b):
     return [packed.input_ids, packed.input_mask, packed.segment_ids]
 
 
-def test_pairs_pack_as_in_training(serving):
-    module, tokenizer = serving
-    pairs = [("the cat sat", ""), ("the cat sat", "  "), ("the cat sat on the mat", "a dog"),
-             ("cats", "the dogs sat on the mat"), ("the cat sat on the mat", "")]
-    served = module.serve_pair(tf.constant([a for a, _ in pairs]),
-                               tf.constant([b for _, b in pairs]))["score"].numpy()
-    for row, (text_a, text_b) in enumerate(pairs):
-        assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
-            (text_a, text_b)
+class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        """One vocabulary and serving module for the class: every test reads, none changes it."""
+        super().setUpClass()
+        root = Path(tempfile.mkdtemp())
+        cls.addClassCleanup(shutil.rmtree, root, ignore_errors=True)
+        vocab = root / "vocab.txt"
+        vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",
+                                    "mat", "a", "dog", "##s"]) + "\n", encoding="utf-8")
+        cls.tokenizer = FullTokenizer(str(vocab))  # no [MASK]: serving never inserts one
+        cls.module = ClassifierServing(_EchoesInputs(), cls.tokenizer, LENGTH, labels=None)
+
+    def _assert_packed_as_in_training(self, served, pairs):
+        for row, (text_a, text_b) in enumerate(pairs):
+            self.assertEqual(served[row].astype(int).tolist(),
+                             _expected(self.tokenizer, text_a, text_b), (text_a, text_b))
+
+    def test_pairs_pack_as_in_training(self):
+        pairs = [("the cat sat", ""), ("the cat sat", "  "), ("the cat sat on the mat", "a dog"),
+                 ("cats", "the dogs sat on the mat"), ("the cat sat on the mat", "")]
+        served = self.module.serve_pair(tf.constant([a for a, _ in pairs]),
+                                        tf.constant([b for _, b in pairs]))["score"].numpy()
+        self._assert_packed_as_in_training(served, pairs)
+
+    def test_single_texts_pack_as_in_training(self):
+        texts = ["the cat sat", "the cat sat on the mat on the mat", ""]
+        served = self.module.serve_single(tf.constant(texts))["score"].numpy()
+        self._assert_packed_as_in_training(served, [(text, None) for text in texts])
+
+    def test_pair_of_equal_lengths_loses_from_text_b(self):
+        """The original's `_truncate_seq_pair` takes from B on a tie; serving must too."""
+        pairs = [("the cat sat", "a dog sat"), ("the cat", "a dog"), ("cats sat on", "the mat")]
+        served = self.module.serve_pair(tf.constant([a for a, _ in pairs]),
+                                        tf.constant([b for _, b in pairs]))["score"].numpy()
+        self._assert_packed_as_in_training(served, pairs)
+        cat, sat, dog = (self.tokenizer.vocab[word] for word in ("cat", "sat", "dog"))
+        self.assertEqual(served[0][0].astype(int).tolist()[:7], [2, 4, cat, sat, 3, 9, dog])
+
+    def test_exported_model_packs_as_in_training(self):
+        """The packing survives export: the reloaded signature runs it from the SavedModel graph."""
+        path = export_classifier(_EchoesInputs(), self.tokenizer, LENGTH, None, pair=True,
+                                 path=os.path.join(self.create_tempdir().full_path, "exported"))
+        loaded = tf.saved_model.load(path)
+        pairs = [("the cat sat on the mat", "a dog sat"), ("the cat sat", "")]
+        served = loaded.signatures["serving_default"](
+            text_a=tf.constant([a for a, _ in pairs]),
+            text_b=tf.constant([b for _, b in pairs]))["score"].numpy()
+        self._assert_packed_as_in_training(served, pairs)
+
+    @parameterized.parameters((0o022, 0o755), (0o077, 0o700))
+    def test_exported_folders_follow_the_umask(self, mask, expected):
+        tmp_path = self.create_tempdir().full_path
+        previous = os.umask(mask)
+        try:
+            for _ in range(2):  # a second export replaces the first
+                path = export_classifier(_EchoesInputs(), self.tokenizer, LENGTH, None,
+                                         pair=False, path=os.path.join(tmp_path, "saved_model"))
+        finally:
+            os.umask(previous)
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), expected)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(path, "variables")).st_mode), expected)
+        self.assertEqual(sorted(os.listdir(tmp_path)), ["saved_model"])
 
 
-def test_single_texts_pack_as_in_training(serving):
-    module, tokenizer = serving
-    texts = ["the cat sat", "the cat sat on the mat on the mat", ""]
-    served = module.serve_single(tf.constant(texts))["score"].numpy()
-    for row, text in enumerate(texts):
-        assert served[row].astype(int).tolist() == _expected(tokenizer, text, None), text
-
-
-def test_pair_of_equal_lengths_loses_from_text_b(serving):
-    """The original's `_truncate_seq_pair` takes from B on a tie; serving must too."""
-    module, tokenizer = serving
-    pairs = [("the cat sat", "a dog sat"), ("the cat", "a dog"), ("cats sat on", "the mat")]
-    served = module.serve_pair(tf.constant([a for a, _ in pairs]),
-                               tf.constant([b for _, b in pairs]))["score"].numpy()
-    for row, (text_a, text_b) in enumerate(pairs):
-        assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
-            (text_a, text_b)
-    cat, sat, dog = (tokenizer.vocab[word] for word in ("cat", "sat", "dog"))
-    assert served[0][0].astype(int).tolist()[:7] == [2, 4, cat, sat, 3, 9, dog]
-
-
-def test_exported_model_packs_as_in_training(serving, tmp_path):
-    """The packing survives export: the reloaded signature runs it from the SavedModel graph."""
-    module, tokenizer = serving
-    path = export_classifier(_EchoesInputs(), tokenizer, LENGTH, None, pair=True,
-                             path=str(tmp_path / "exported"))
-    loaded = tf.saved_model.load(path)
-    pairs = [("the cat sat on the mat", "a dog sat"), ("the cat sat", "")]
-    served = loaded.signatures["serving_default"](
-        text_a=tf.constant([a for a, _ in pairs]),
-        text_b=tf.constant([b for _, b in pairs]))["score"].numpy()
-    for row, (text_a, text_b) in enumerate(pairs):
-        assert served[row].astype(int).tolist() == _expected(tokenizer, text_a, text_b), \
-            (text_a, text_b)
-
-
-@pytest.mark.parametrize("mask, expected", [(0o022, 0o755), (0o077, 0o700)])
-def test_exported_folders_follow_the_umask(serving, tmp_path, mask, expected):
-    _, tokenizer = serving
-    previous = os.umask(mask)
-    try:
-        for _ in range(2):  # a second export replaces the first
-            path = export_classifier(_EchoesInputs(), tokenizer, LENGTH, None, pair=False,
-                                     path=str(tmp_path / "saved_model"))
-    finally:
-        os.umask(previous)
-    assert stat.S_IMODE(os.stat(path).st_mode) == expected
-    assert stat.S_IMODE(os.stat(os.path.join(path, "variables")).st_mode) == expected
-    assert sorted(os.listdir(tmp_path)) == ["saved_model"]
+if __name__ == "__main__":
+    tf.test.main()
