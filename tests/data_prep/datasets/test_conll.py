@@ -1,9 +1,14 @@
 """CoNLL reading, WordPiece windows with first-sub-token labels, and predictions back to words."""
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
 from data_prep.datasets.conll import (Sentence, build_windows, detect_scheme, label_list,
                                       predictions_to_tags, read_conll, windows_to_arrays,
@@ -16,13 +21,6 @@ pytestmark = pytest.mark.assets
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["john", "##son", "lives", "in", "paris", "."] + [f"w{i}" for i in range(40)]
 LABELS = {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3}
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    vocab.write_text("\n".join(SPECIAL + WORDS) + "\n", encoding="utf-8")
-    return FullTokenizer(str(vocab), do_lower_case=True)
 
 
 def write(tmp_path, text, name="data.txt", newline="\n"):
@@ -45,142 +43,173 @@ BRUSSELS NNP B-NP B-LOC
 """
 
 
-@pytest.mark.parametrize("newline", ["\n", "\r\n"])
-def test_reads_documents_sentences_and_sources(tmp_path, newline):
-    path = write(tmp_path, CONLL + "\n\n\n", newline=newline)  # trailing blank lines
-    sentences = read_conll(path)
-    assert [s.words for s in sentences] == [["EU", "rejects"], ["Peter", "Blackburn"],
-                                            ["BRUSSELS"]]
-    assert [s.tags for s in sentences] == [["B-ORG", "O"], ["B-PER", "I-PER"], ["B-LOC"]]
-    assert [s.document_index for s in sentences] == [0, 0, 1]
-    assert [s.source for s in sentences] == [f"{path}:3", f"{path}:6", f"{path}:11"]
-    assert read_conll(path, tag_column=1)[0].tags == ["NNP", "VBZ"]
+class ConllTest(tf.test.TestCase, parameterized.TestCase):
 
+    @classmethod
+    def setUpClass(cls):
+        """One small vocabulary for the class; no test changes the tokenizer."""
+        super().setUpClass()
+        root = Path(tempfile.mkdtemp())
+        cls.addClassCleanup(shutil.rmtree, root, ignore_errors=True)
+        vocab = root / "vocab.txt"
+        vocab.write_text("\n".join(SPECIAL + WORDS) + "\n", encoding="utf-8")
+        cls.tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
 
-def test_two_columns_under_a_four_column_docstart_without_final_blank_line(tmp_path):
-    text = "-DOCSTART- -X- -X- O\nJohn B-PER\nran O\n\n\nHome O"
-    sentences = read_conll(write(tmp_path, text))
-    assert [(s.words, s.tags, s.document_index) for s in sentences] == [
-        (["John", "ran"], ["B-PER", "O"], 0), (["Home"], ["O"], 0)]
+    def _tmp_path(self) -> Path:
+        return Path(self.create_tempdir().full_path)
 
+    @parameterized.parameters("\n", "\r\n")
+    def test_reads_documents_sentences_and_sources(self, newline):
+        path = write(self._tmp_path(), CONLL + "\n\n\n", newline=newline)  # trailing blank lines
+        sentences = read_conll(path)
+        self.assertEqual([s.words for s in sentences], [["EU", "rejects"], ["Peter", "Blackburn"],
+                                                        ["BRUSSELS"]])
+        self.assertEqual([s.tags for s in sentences],
+                         [["B-ORG", "O"], ["B-PER", "I-PER"], ["B-LOC"]])
+        self.assertEqual([s.document_index for s in sentences], [0, 0, 1])
+        self.assertEqual([s.source for s in sentences], [f"{path}:3", f"{path}:6", f"{path}:11"])
+        self.assertEqual(read_conll(path, tag_column=1)[0].tags, ["NNP", "VBZ"])
 
-def test_bad_files_are_named(tmp_path):
-    path = write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ O\n")
-    with pytest.raises(ValueError, match=f"{path}:2: 3 columns where the first token line"):
-        read_conll(path)
-    for text in ["", "\n\n", "-DOCSTART- -X- -X- O\n\n"]:
-        path = write(tmp_path, text, name="empty.txt")
-        with pytest.raises(ValueError, match=f"{path}: no sentences"):
+    def test_two_columns_under_a_four_column_docstart_without_final_blank_line(self):
+        text = "-DOCSTART- -X- -X- O\nJohn B-PER\nran O\n\n\nHome O"
+        sentences = read_conll(write(self._tmp_path(), text))
+        self.assertEqual([(s.words, s.tags, s.document_index) for s in sentences], [
+            (["John", "ran"], ["B-PER", "O"], 0), (["Home"], ["O"], 0)])
+
+    def test_bad_files_are_named(self):
+        tmp_path = self._tmp_path()
+        path = write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ O\n")
+        with self.assertRaisesRegex(ValueError, f"{path}:2: 3 columns where the first token line"):
             read_conll(path)
-    with pytest.raises(ValueError, match=r"one\.txt:1: 1 column"):
-        read_conll(write(tmp_path, "word\n", name="one.txt"))
+        for text in ["", "\n\n", "-DOCSTART- -X- -X- O\n\n"]:
+            path = write(tmp_path, text, name="empty.txt")
+            with self.assertRaisesRegex(ValueError, f"{path}: no sentences"):
+                read_conll(path)
+        with self.assertRaisesRegex(ValueError, r"one\.txt:1: 1 column"):
+            read_conll(write(tmp_path, "word\n", name="one.txt"))
+
+    def test_a_file_without_the_ner_column_is_named_not_trained_on_its_chunks(self):
+        tmp_path = self._tmp_path()
+        path = write(tmp_path, "-DOCSTART- -X- -X-\n\nEU NNP B-NP\nrejects VBZ B-VP\n"
+                               "German JJ B-NP\n", name="train.txt")
+        with self.assertRaisesRegex(ValueError,
+                                    f"^{path}:3: the tag column \\(column 3 of 3\\) holds chunk "
+                                    "tags \\(NP, VP\\), no entity tags: the NER column is "
+                                    "missing"):
+            read_conll(path)
+        entities = read_conll(write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
+        self.assertEqual(entities[0].tags, ["B-ORG", "O"])
+        self.assertEqual(entities[0].columns, 4)
+
+    def test_labels_and_schemes(self):
+        iob1 = [Sentence(["a", "b", "c", "d"], ["I-PER", "I-PER", "B-PER", "O"], 0, "x:1"),
+                Sentence(["e", "f"], ["I-LOC", "I-PER"], 0, "x:6")]
+        self.assertEqual(label_list(iob1), ["O", "B-PER", "I-LOC", "I-PER"])
+        self.assertEqual(detect_scheme(iob1), "IOB1")
+        self.assertEqual(convert_iob1_to_iob2(iob1[0].tags), ["B-PER", "I-PER", "B-PER", "O"])
+        self.assertEqual(convert_iob1_to_iob2(iob1[1].tags), ["B-LOC", "B-PER"])
+        iob2 = [Sentence(s.words, convert_iob1_to_iob2(s.tags), 0, s.source) for s in iob1]
+        self.assertEqual(detect_scheme(iob2), "IOB2")
+
+    def test_label_on_first_sub_token_with_real_vocab(self):
+        from data_prep.corpora.assets import minilm_dir
+
+        real = FullTokenizer(str(minilm_dir() / "vocab.txt"), do_lower_case=True)
+        self.assertEqual(real.tokenize("Johanson"), ["johan", "##son"])
+        sentence = Sentence(["Johanson", "visits", "U.S.", "\x01"], ["B-PER", "O", "B-LOC", "O"],
+                            0, "t:1")
+        [window] = build_windows([sentence], real, 16, LABELS)
+        pieces = ["[CLS]", "johan", "##son", "visits", "u", ".", "s", ".", "[UNK]", "[SEP]"]
+        self.assertEqual(window.input_ids, real.convert_tokens_to_ids(pieces) + [0] * 6)
+        self.assertEqual(window.label_ids, [-1, 1, -1, 0, 3, -1, -1, -1, 0] + [-1] * 7)
+        self.assertEqual(window.word_positions, [1, 3, 4, 8])
+        self.assertEqual(window.input_mask, [1] * 10 + [0] * 6)
+        self.assertEqual(window.segment_ids, [0] * 16)
+
+    def test_long_sentence_is_split_and_each_word_scored_once(self):
+        tokenizer = self.tokenizer
+        words = [f"w{i}" for i in range(25)]
+        words[10] = "Johnson"  # two pieces: 26 sub-tokens in all
+        tags = ["B-PER" if i % 3 else "O" for i in range(25)]
+        sentences = [Sentence(["Paris"], ["B-LOC"], 0, "t:1"), Sentence(words, tags, 0, "t:3")]
+        windows = build_windows(sentences, tokenizer, 10, LABELS, stride=4)
+        long_windows = [w for w in windows if w.sentence_index == 1]
+        # cores start at 0, 4, ..., 20; the last one widened leftwards
+        self.assertLen(long_windows, 6)
+        for window in long_windows:
+            self.assertLen(window.input_ids, 10)
+            self.assertEqual(window.input_mask, [1] * 10)
+        scored = [(k, w) for w in long_windows for k, p in enumerate(w.word_positions) if p >= 0]
+        self.assertEqual(sorted(k for k, _ in scored), list(range(25)))
+        for k, window in scored:
+            position = window.word_positions[k]
+            self.assertEqual(window.label_ids[position], LABELS[tags[k]])
+            self.assertEqual(window.input_ids[position],
+                             tokenizer.vocab[tokenizer.tokenize(words[k])[0]])
+        self.assertEqual(sum(label >= 0 for w in long_windows for label in w.label_ids), 25)
+        # Word 6 sits at the right edge of window 0 (one token after it) and in the middle of
+        # window 1 (two before, five after): it is scored where its context is larger.
+        self.assertEqual(long_windows[0].word_positions[6], -1)
+        self.assertEqual(long_windows[1].word_positions[6], 3)
+        arrays = windows_to_arrays(windows)
+        self.assertEqual(set(arrays), {"input_ids", "input_mask", "segment_ids", "label_ids"})
+        for array in arrays.values():
+            self.assertEqual(array.dtype, np.int32)
+            self.assertEqual(array.shape, (7, 10))
+        id_to_label = {i: tag for tag, i in LABELS.items()}
+        predicted_ids = np.maximum(arrays["label_ids"], 0)
+        self.assertEqual(predictions_to_tags(windows, predicted_ids, sentences, id_to_label),
+                         [s.tags for s in sentences])
+        logits = np.eye(len(LABELS))[predicted_ids]
+        self.assertEqual(predictions_to_tags(windows, logits, sentences, id_to_label)[1], tags)
+
+    def test_document_context_fills_window_but_labels_only_the_target(self):
+        tokenizer = self.tokenizer
+        doc = [Sentence([f"w{i}", f"w{i + 1}", f"w{i + 2}"], ["O", "B-PER", "O"], 0, f"t:{i}")
+               for i in (0, 3, 6, 9, 12)]
+        other = Sentence(["Paris"], ["B-LOC"], 1, "u:1")
+        windows = build_windows(doc + [other], tokenizer, 2 + 9, LABELS, document_context=True)
+        self.assertLen(windows, 6)
+        self.assertEqual([w.sentence_index for w in windows], list(range(6)))
+        ids = {word: tokenizer.vocab[word] for word in WORDS}
+        middle = windows[2]  # target w6 w7 w8, three context tokens on each side
+        self.assertEqual(middle.input_ids, [2] + [ids[f"w{i}"] for i in range(3, 12)] + [3])
+        self.assertEqual(middle.label_ids, [-1] * 4 + [0, 1, 0] + [-1] * 4)
+        self.assertEqual(middle.word_positions, [4, 5, 6])
+        self.assertEqual(middle.segment_ids, [0] * 11)
+        first = windows[0]  # nothing before: context comes from the right only
+        self.assertEqual(first.input_ids, [2] + [ids[f"w{i}"] for i in range(9)] + [3])
+        self.assertEqual(first.word_positions, [1, 2, 3])
+        # another document adds nothing
+        self.assertEqual(windows[5].input_ids[:3], [2, ids["paris"], 3])
+        self.assertEqual(windows[5].input_mask, [1] * 3 + [0] * 8)
+
+    def test_unknown_label_names_sentence_and_tag(self):
+        sentences = [Sentence(["john"], ["B-MISC"], 0, "test.txt:7")]
+        with self.assertRaisesRegex(ValueError,
+                                    r"test\.txt:7: label 'B-MISC' not seen in training"):
+            build_windows(sentences, self.tokenizer, 8, LABELS)
+
+    def test_unknown_label_names_its_own_line_not_the_sentence_start(self):
+        path = write(self._tmp_path(), "Peter B-PER\nvisits O\nParis B-LOC\n\nBonn B-MISC\n")
+        sentences = read_conll(path)
+        with self.assertRaisesRegex(ValueError,
+                                    r"data\.txt:3: label 'B-LOC' not seen in training"):
+            build_windows(sentences, self.tokenizer, 8, {"O": 0, "B-PER": 1})
+
+    def test_prediction_file_layout(self):
+        tmp_path = self._tmp_path()
+        sentences = [Sentence(["EU", "rejects"], ["B-ORG", "O"], 0, "x:1"),
+                     Sentence(["Peter"], ["B-PER"], 0, "x:4")]
+        path = tmp_path / "predictions.txt"
+        write_conll_predictions(path, sentences, [["B-ORG", "B-PER"], ["O"]])
+        self.assertEqual(path.read_bytes(),
+                         b"EU B-ORG B-ORG\nrejects O B-PER\n\nPeter B-PER O\n\n")
+        self.assertEqual(os.listdir(tmp_path), ["predictions.txt"])
+        with self.assertRaisesRegex(ValueError, "x:4: 2 predicted tags for 1 words"):
+            write_conll_predictions(path, sentences, [["O", "O"], ["O", "O"]])
+        self.assertEqual(os.listdir(tmp_path), ["predictions.txt"])
 
 
-def test_a_file_without_the_ner_column_is_named_not_trained_on_its_chunks(tmp_path):
-    path = write(tmp_path, "-DOCSTART- -X- -X-\n\nEU NNP B-NP\nrejects VBZ B-VP\n"
-                           "German JJ B-NP\n", name="train.txt")
-    with pytest.raises(ValueError, match=f"^{path}:3: the tag column \\(column 3 of 3\\) "
-                                         "holds chunk tags \\(NP, VP\\), no entity tags: the "
-                                         "NER column is missing"):
-        read_conll(path)
-    entities = read_conll(write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
-    assert entities[0].tags == ["B-ORG", "O"] and entities[0].columns == 4
-
-
-def test_labels_and_schemes():
-    iob1 = [Sentence(["a", "b", "c", "d"], ["I-PER", "I-PER", "B-PER", "O"], 0, "x:1"),
-            Sentence(["e", "f"], ["I-LOC", "I-PER"], 0, "x:6")]
-    assert label_list(iob1) == ["O", "B-PER", "I-LOC", "I-PER"]
-    assert detect_scheme(iob1) == "IOB1"
-    assert convert_iob1_to_iob2(iob1[0].tags) == ["B-PER", "I-PER", "B-PER", "O"]
-    assert convert_iob1_to_iob2(iob1[1].tags) == ["B-LOC", "B-PER"]
-    iob2 = [Sentence(s.words, convert_iob1_to_iob2(s.tags), 0, s.source) for s in iob1]
-    assert detect_scheme(iob2) == "IOB2"
-
-
-def test_label_on_first_sub_token_with_real_vocab():
-    from data_prep.corpora.assets import minilm_dir
-
-    real = FullTokenizer(str(minilm_dir() / "vocab.txt"), do_lower_case=True)
-    assert real.tokenize("Johanson") == ["johan", "##son"]
-    sentence = Sentence(["Johanson", "visits", "U.S.", "\x01"], ["B-PER", "O", "B-LOC", "O"], 0,
-                        "t:1")
-    [window] = build_windows([sentence], real, 16, LABELS)
-    pieces = ["[CLS]", "johan", "##son", "visits", "u", ".", "s", ".", "[UNK]", "[SEP]"]
-    assert window.input_ids == real.convert_tokens_to_ids(pieces) + [0] * 6
-    assert window.label_ids == [-1, 1, -1, 0, 3, -1, -1, -1, 0] + [-1] * 7
-    assert window.word_positions == [1, 3, 4, 8]
-    assert window.input_mask == [1] * 10 + [0] * 6 and window.segment_ids == [0] * 16
-
-
-def test_long_sentence_is_split_and_each_word_scored_once(tokenizer):
-    words = [f"w{i}" for i in range(25)]
-    words[10] = "Johnson"  # two pieces: 26 sub-tokens in all
-    tags = ["B-PER" if i % 3 else "O" for i in range(25)]
-    sentences = [Sentence(["Paris"], ["B-LOC"], 0, "t:1"), Sentence(words, tags, 0, "t:3")]
-    windows = build_windows(sentences, tokenizer, 10, LABELS, stride=4)
-    long_windows = [w for w in windows if w.sentence_index == 1]
-    assert len(long_windows) == 6  # cores start at 0, 4, ..., 20; the last one widened leftwards
-    assert all(len(w.input_ids) == 10 and w.input_mask == [1] * 10 for w in long_windows)
-    scored = [(k, w) for w in long_windows for k, p in enumerate(w.word_positions) if p >= 0]
-    assert sorted(k for k, _ in scored) == list(range(25))
-    for k, window in scored:
-        position = window.word_positions[k]
-        assert window.label_ids[position] == LABELS[tags[k]]
-        assert window.input_ids[position] == tokenizer.vocab[tokenizer.tokenize(words[k])[0]]
-    assert sum(label >= 0 for w in long_windows for label in w.label_ids) == 25
-    # Word 6 sits at the right edge of window 0 (one token after it) and in the middle of
-    # window 1 (two before, five after): it is scored where its context is larger.
-    assert long_windows[0].word_positions[6] == -1 and long_windows[1].word_positions[6] == 3
-    arrays = windows_to_arrays(windows)
-    assert set(arrays) == {"input_ids", "input_mask", "segment_ids", "label_ids"}
-    assert all(a.dtype == np.int32 and a.shape == (7, 10) for a in arrays.values())
-    id_to_label = {i: tag for tag, i in LABELS.items()}
-    predicted_ids = np.maximum(arrays["label_ids"], 0)
-    assert predictions_to_tags(windows, predicted_ids, sentences, id_to_label) == [
-        s.tags for s in sentences]
-    logits = np.eye(len(LABELS))[predicted_ids]
-    assert predictions_to_tags(windows, logits, sentences, id_to_label)[1] == tags
-
-
-def test_document_context_fills_window_but_labels_only_the_target(tokenizer):
-    doc = [Sentence([f"w{i}", f"w{i + 1}", f"w{i + 2}"], ["O", "B-PER", "O"], 0, f"t:{i}")
-           for i in (0, 3, 6, 9, 12)]
-    other = Sentence(["Paris"], ["B-LOC"], 1, "u:1")
-    windows = build_windows(doc + [other], tokenizer, 2 + 9, LABELS, document_context=True)
-    assert len(windows) == 6 and [w.sentence_index for w in windows] == list(range(6))
-    ids = {word: tokenizer.vocab[word] for word in WORDS}
-    middle = windows[2]  # target w6 w7 w8, three context tokens on each side
-    assert middle.input_ids == [2] + [ids[f"w{i}"] for i in range(3, 12)] + [3]
-    assert middle.label_ids == [-1] * 4 + [0, 1, 0] + [-1] * 4
-    assert middle.word_positions == [4, 5, 6] and middle.segment_ids == [0] * 11
-    first = windows[0]  # nothing before: context comes from the right only
-    assert first.input_ids == [2] + [ids[f"w{i}"] for i in range(9)] + [3]
-    assert first.word_positions == [1, 2, 3]
-    assert windows[5].input_ids[:3] == [2, ids["paris"], 3]  # another document adds nothing
-    assert windows[5].input_mask == [1] * 3 + [0] * 8
-
-
-def test_unknown_label_names_sentence_and_tag(tokenizer):
-    sentences = [Sentence(["john"], ["B-MISC"], 0, "test.txt:7")]
-    with pytest.raises(ValueError, match=r"test\.txt:7: label 'B-MISC' not seen in training"):
-        build_windows(sentences, tokenizer, 8, LABELS)
-
-
-def test_unknown_label_names_its_own_line_not_the_sentence_start(tmp_path, tokenizer):
-    path = write(tmp_path, "Peter B-PER\nvisits O\nParis B-LOC\n\nBonn B-MISC\n")
-    sentences = read_conll(path)
-    with pytest.raises(ValueError, match=r"data\.txt:3: label 'B-LOC' not seen in training"):
-        build_windows(sentences, tokenizer, 8, {"O": 0, "B-PER": 1})
-
-
-def test_prediction_file_layout(tmp_path):
-    sentences = [Sentence(["EU", "rejects"], ["B-ORG", "O"], 0, "x:1"),
-                 Sentence(["Peter"], ["B-PER"], 0, "x:4")]
-    path = tmp_path / "predictions.txt"
-    write_conll_predictions(path, sentences, [["B-ORG", "B-PER"], ["O"]])
-    assert path.read_bytes() == b"EU B-ORG B-ORG\nrejects O B-PER\n\nPeter B-PER O\n\n"
-    assert os.listdir(tmp_path) == ["predictions.txt"]
-    with pytest.raises(ValueError, match="x:4: 2 predicted tags for 1 words"):
-        write_conll_predictions(path, sentences, [["O", "O"], ["O", "O"]])
-    assert os.listdir(tmp_path) == ["predictions.txt"]
+if __name__ == "__main__":
+    tf.test.main()
