@@ -47,12 +47,6 @@ def every_position_call() -> Callable:
     return call
 
 
-def compute_every_position(monkeypatch) -> None:
-    """`every_position_call` for plain pytest tests (TestCases use `KerasTestCase`'s method)."""
-    from modeling.encoder import BertEncoder
-    monkeypatch.setattr(BertEncoder, "call", every_position_call())
-
-
 def outputs_of(network: keras.Layer, inputs: Any) -> Any:
     """The outputs in inference mode as a structure of numpy arrays (a tuple: layer arguments)."""
     outputs = (network(*inputs, training=False) if isinstance(inputs, tuple)

@@ -1,15 +1,15 @@
 """Fine-tuning heads: shapes, checkpoint names, the causal classifier and its LM loss."""
 
 import numpy as np
-import pytest
 import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
-from tests.modeling.harness import compute_every_position
+from tests.modeling.harness import KerasTestCase
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=32)
@@ -25,192 +25,194 @@ def _features(batch=3, length=10, choices=None):
             "input_mask": tf.constant(mask), "segment_ids": tf.zeros(shape, tf.int32)}
 
 
-def test_output_shapes():
-    features = _features()
-    assert BertClassifier(CONFIG, num_labels=3)(features).shape == (3, 3)
-    assert BertClassifier(CONFIG, num_labels=1)(features).shape == (3,)
-    spans = BertSpanModel(CONFIG)(features)
-    assert spans["start_logits"].shape == (3, 10) and spans["end_logits"].shape == (3, 10)
-    assert BertSpanModel(CONFIG, bilstm_units=8)(features)["end_logits"].shape == (3, 10)
-    assert BertTokenTagger(CONFIG, num_labels=5)(features).shape == (3, 10, 5)
-    assert BertMultipleChoice(CONFIG)(_features(choices=4)).shape == (3, 4)
+class TaskModelsTest(KerasTestCase):
+
+    def test_output_shapes(self):
+        features = _features()
+        self.assertEqual(BertClassifier(CONFIG, num_labels=3)(features).shape, (3, 3))
+        self.assertEqual(BertClassifier(CONFIG, num_labels=1)(features).shape, (3,))
+        spans = BertSpanModel(CONFIG)(features)
+        self.assertEqual(spans["start_logits"].shape, (3, 10))
+        self.assertEqual(spans["end_logits"].shape, (3, 10))
+        self.assertEqual(BertSpanModel(CONFIG, bilstm_units=8)(features)["end_logits"].shape,
+                         (3, 10))
+        self.assertEqual(BertTokenTagger(CONFIG, num_labels=5)(features).shape, (3, 10, 5))
+        self.assertEqual(BertMultipleChoice(CONFIG)(_features(choices=4)).shape, (3, 4))
+
+    def test_head_names_follow_the_original_runners(self):
+        self.assertContainsSubset({"output_weights", "output_bias"},
+                                  set(BertClassifier(CONFIG, num_labels=2).checkpoint_variables()))
+        names = BertSpanModel(CONFIG).checkpoint_variables()
+        self.assertEqual(tuple(names["cls/squad/output_weights"].shape), (2, 16))
+        with_lstm = BertSpanModel(CONFIG, bilstm_units=4).checkpoint_variables()
+        self.assertTrue(any(name.startswith("bilstm/") for name in with_lstm))
+
+    def test_pretrained_encoder_fills_classifier_and_reports_new_head(self):
+        pretrainer = BertPretrainer(CONFIG)
+        path = save_checkpoint(pretrainer, f"{self.create_tempdir().full_path}/pretrained")
+        classifier = BertClassifier(CONFIG, num_labels=2)
+        report = load_weights(classifier, path)
+        self.assertEqual(report.missing, ["output_bias", "output_weights"])
+        for name in report.unexpected:
+            self.assertStartsWith(name, "cls/")
+        self.assertAllEqual(classifier.encoder.embedding_table.numpy(),
+                            pretrainer.encoder.embedding_table.numpy())
+
+    def test_causal_classifier_reads_the_last_real_token(self):
+        model = BertClassifier(CONFIG, num_labels=2, causal=True)
+        features = _features()
+        logits = model(features).numpy()
+        # Changing a padded position must not change anything; changing the last real
+        # token must (it is what the classifier reads).
+        ids = features["input_ids"].numpy()
+        padded = ids.copy()
+        padded[1, 8] = (padded[1, 8] + 1) % 50
+        last = ids.copy()
+        last[1, 6] = (last[1, 6] + 1) % 50
+        self.assertAllClose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
+                            logits, atol=1e-6, rtol=1e-7)
+        self.assertFalse(np.allclose(model({**features, "input_ids": tf.constant(last)}).numpy()[1],
+                                     logits[1]))
+
+    def test_causal_tagger_tags_each_token_from_its_left_context(self):
+        features = _features()
+        ids = features["input_ids"].numpy()
+        later = ids.copy()
+        later[:, 4] = (later[:, 4] + 1) % 50
+        changed = {**features, "input_ids": tf.constant(later)}
+        causal = BertTokenTagger(CONFIG, num_labels=3, causal=True)
+        logits, after = causal(features).numpy(), causal(changed).numpy()
+        # blind to token 4
+        self.assertAllClose(after[:, :4], logits[:, :4], atol=1e-6, rtol=1e-7)
+        self.assertFalse(np.allclose(after[:, 4], logits[:, 4]))
+        bidirectional = BertTokenTagger(CONFIG, num_labels=3)
+        self.assertFalse(np.allclose(bidirectional(changed).numpy()[:, :4],
+                                     bidirectional(features).numpy()[:, :4]))
+        self.assertTrue(BertTokenTagger.from_config(causal.get_config()).causal)
+
+    def test_lm_auxiliary_loss_only_in_training(self):
+        model = BertClassifier(CONFIG, num_labels=2, causal=True, lm_aux_weight=0.5)
+        model(_features(), training=True)
+        self.assertLen(model.losses, 1)
+        self.assertGreater(float(model.losses[0]), 0)
+        with self.assertRaisesRegex(ValueError, "causal"):
+            BertClassifier(CONFIG, num_labels=2, lm_aux_weight=0.5)
+
+    def test_both_orders_adds_the_last_token_vectors_of_each_order(self):
+        model = BertClassifier(CONFIG, num_labels=2, causal=True, both_orders=True)
+        features = _features(choices=2)
+        logits = model(features).numpy()
+        self.assertEqual(logits.shape, (3, 2))
+        # The two orders are summed before the output layer, so swapping them changes nothing.
+        swapped = {key: value[:, ::-1] for key, value in features.items()}
+        self.assertAllClose(model(swapped).numpy(), logits, atol=1e-5, rtol=1e-7)
+        # And the sum is of each order's last real token, read as the one-order model reads it.
+        one_order = BertClassifier(CONFIG, num_labels=2, causal=True)
+        one_order.set_weights(model.get_weights())
+        each = [one_order.encoder({k: v[:, i] for k, v in features.items()})["sequence_output"]
+                for i in range(2)]
+        summed = sum(e.numpy()[np.arange(3), features["input_mask"].numpy()[:, i].sum(-1) - 1]
+                     for i, e in enumerate(each))
+        weights, bias = (v.numpy() for v in model.classifier.weights)
+        self.assertAllClose(summed @ weights.T + bias, logits, atol=1e-4, rtol=1e-7)
+        self.assertTrue(BertClassifier.from_config(model.get_config()).both_orders)
+        with self.assertRaisesRegex(ValueError, "causal"):
+            BertClassifier(CONFIG, num_labels=2, both_orders=True)
+
+    def test_causal_multiple_choice_scores_each_choice_from_its_last_token(self):
+        model = BertMultipleChoice(CONFIG, causal=True)
+        features = _features(choices=4)
+        scores = model(features).numpy()
+        ids = features["input_ids"].numpy()
+        padded, last = ids.copy(), ids.copy()
+        padded[1, 2, 8] = (padded[1, 2, 8] + 1) % 50
+        last[1, 2, 6] = (last[1, 2, 6] + 1) % 50
+        self.assertAllClose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
+                            scores, atol=1e-6, rtol=1e-7)
+        changed = model({**features, "input_ids": tf.constant(last)}).numpy()
+        self.assertFalse(np.isclose(changed[1, 2], scores[1, 2]))
+        self.assertAllClose(np.delete(changed, 2, axis=1), np.delete(scores, 2, axis=1),
+                            atol=1e-6, rtol=1e-7)
+        self.assertTrue(BertMultipleChoice.from_config(model.get_config()).causal)
+
+    def test_bilstm_heads_read_the_sequence_in_both_directions(self):
+        features = _features()
+        classifier = BertClassifier(CONFIG, num_labels=2, causal=True, bilstm_units=4)
+        logits = classifier(features).numpy()
+        self.assertEqual(logits.shape, (3, 2))
+        # Under causal attention alone the first token's vector ignores what follows it;
+        # the BiLSTM's backward direction carries the end of the sentence back to it.
+        tagger = BertTokenTagger(CONFIG, num_labels=3, causal=True, bilstm_units=4)
+        ids = features["input_ids"].numpy()
+        changed = ids.copy()
+        changed[:, 5] = (changed[:, 5] + 1) % 50
+        before = tagger(features).numpy()
+        after = tagger({**features, "input_ids": tf.constant(changed)}).numpy()
+        self.assertFalse(np.allclose(before[:, 0], after[:, 0]))
+        for model in (classifier, tagger):
+            names = model.head_variables()
+            # 2 x (kernel, recurrent kernel, bias)
+            self.assertEqual(sum(name.startswith("bilstm/") for name in names), 6)
+            self.assertEqual(type(model).from_config(model.get_config()).bilstm_units, 4)
+        self.assertEqual(tuple(classifier.head_variables()["output_weights"].shape), (2, 8))
+        with self.assertRaisesRegex(ValueError, "negative"):
+            BertTokenTagger(CONFIG, num_labels=3, bilstm_units=-1)
+
+    def test_causal_span_model_scores_each_position_from_its_left_context(self):
+        model = BertSpanModel(CONFIG, causal=True)
+        features = _features()
+        before = model(features)["start_logits"].numpy()
+        ids = features["input_ids"].numpy().copy()
+        ids[:, 5] = (ids[:, 5] + 1) % 50
+        after = model({**features, "input_ids": tf.constant(ids)})["start_logits"].numpy()
+        self.assertAllClose(after[:, :5], before[:, :5], atol=1e-6, rtol=1e-7)
+        self.assertFalse(np.allclose(after[:, 5], before[:, 5]))
+        self.assertTrue(BertSpanModel.from_config(model.get_config()).causal)
+
+    def test_heads_that_do_not_read_the_pooler_do_not_train_it(self):
+        def pooler(model):
+            return {id(v) for v in model.encoder.pooler.weights}
+
+        for model in (BertClassifier(CONFIG, num_labels=2, causal=True),
+                      BertClassifier(CONFIG, num_labels=2, bilstm_units=4),
+                      BertMultipleChoice(CONFIG, causal=True)):
+            self.assertEmpty(pooler(model) & {id(v) for v in model.trainable_variables})
+        for model in (BertClassifier(CONFIG, num_labels=2), BertMultipleChoice(CONFIG)):
+            self.assertContainsSubset(pooler(model), {id(v) for v in model.trainable_variables})
+
+    @parameterized.product(jit_compile=[False, True],
+                           model_class_and_choices=[(BertClassifier, None),
+                                                    (BertMultipleChoice, 3)])
+    def test_heads_on_cls_alone_train_as_on_the_full_last_block(self, jit_compile,
+                                                                model_class_and_choices):
+        """Reading [CLS] only, the last block computes only [CLS]: same loss, same gradients."""
+        model_class, choices = model_class_and_choices
+        features = _features(choices=choices)
+        labels = tf.constant([0, 1, 1])
+
+        def loss_and_gradients():
+            tf.keras.utils.set_random_seed(4)
+            model = (model_class(CONFIG, num_labels=2) if choices is None
+                     else model_class(CONFIG))
+
+            @tf.function(jit_compile=jit_compile)
+            def step():
+                with tf.GradientTape() as tape:
+                    logits = model(features, training=True)
+                    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                        labels, logits))
+                return loss, tape.gradient(loss, model.trainable_variables)
+
+            return step()
+
+        loss, gradients = loss_and_gradients()
+        self.compute_every_position()
+        full_loss, full_gradients = loss_and_gradients()
+        self.assertAllClose(loss.numpy(), full_loss.numpy(), rtol=1e-6, atol=0)
+        for ours, reference in zip(gradients, full_gradients):
+            self.assertAllClose(tf.convert_to_tensor(ours).numpy(),
+                                tf.convert_to_tensor(reference).numpy(), rtol=1e-4, atol=1e-6)
 
 
-def test_head_names_follow_the_original_runners():
-    assert {"output_weights", "output_bias"} <= set(
-        BertClassifier(CONFIG, num_labels=2).checkpoint_variables())
-    names = BertSpanModel(CONFIG).checkpoint_variables()
-    assert tuple(names["cls/squad/output_weights"].shape) == (2, 16)
-    with_lstm = BertSpanModel(CONFIG, bilstm_units=4).checkpoint_variables()
-    assert any(name.startswith("bilstm/") for name in with_lstm)
-
-
-def test_pretrained_encoder_fills_classifier_and_reports_new_head(tmp_path):
-    pretrainer = BertPretrainer(CONFIG)
-    path = save_checkpoint(pretrainer, tmp_path / "pretrained")
-    classifier = BertClassifier(CONFIG, num_labels=2)
-    report = load_weights(classifier, path)
-    assert report.missing == ["output_bias", "output_weights"]
-    assert all(name.startswith("cls/") for name in report.unexpected)
-    np.testing.assert_array_equal(classifier.encoder.embedding_table.numpy(),
-                                  pretrainer.encoder.embedding_table.numpy())
-
-
-def test_causal_classifier_reads_the_last_real_token():
-    model = BertClassifier(CONFIG, num_labels=2, causal=True)
-    features = _features()
-    logits = model(features).numpy()
-    # Changing a padded position must not change anything; changing the last real
-    # token must (it is what the classifier reads).
-    ids = features["input_ids"].numpy()
-    padded = ids.copy()
-    padded[1, 8] = (padded[1, 8] + 1) % 50
-    last = ids.copy()
-    last[1, 6] = (last[1, 6] + 1) % 50
-    np.testing.assert_allclose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
-                               logits, atol=1e-6)
-    assert not np.allclose(model({**features, "input_ids": tf.constant(last)}).numpy()[1],
-                           logits[1])
-
-
-def test_causal_tagger_tags_each_token_from_its_left_context():
-    features = _features()
-    ids = features["input_ids"].numpy()
-    later = ids.copy()
-    later[:, 4] = (later[:, 4] + 1) % 50
-    changed = {**features, "input_ids": tf.constant(later)}
-    causal = BertTokenTagger(CONFIG, num_labels=3, causal=True)
-    logits, after = causal(features).numpy(), causal(changed).numpy()
-    np.testing.assert_allclose(after[:, :4], logits[:, :4], atol=1e-6)  # blind to token 4
-    assert not np.allclose(after[:, 4], logits[:, 4])
-    bidirectional = BertTokenTagger(CONFIG, num_labels=3)
-    assert not np.allclose(bidirectional(changed).numpy()[:, :4],
-                           bidirectional(features).numpy()[:, :4])
-    assert BertTokenTagger.from_config(causal.get_config()).causal
-
-
-def test_lm_auxiliary_loss_only_in_training():
-    model = BertClassifier(CONFIG, num_labels=2, causal=True, lm_aux_weight=0.5)
-    model(_features(), training=True)
-    assert len(model.losses) == 1 and float(model.losses[0]) > 0
-    with pytest.raises(ValueError, match="causal"):
-        BertClassifier(CONFIG, num_labels=2, lm_aux_weight=0.5)
-
-
-def test_both_orders_adds_the_last_token_vectors_of_each_order():
-    model = BertClassifier(CONFIG, num_labels=2, causal=True, both_orders=True)
-    features = _features(choices=2)
-    logits = model(features).numpy()
-    assert logits.shape == (3, 2)
-    # The two orders are summed before the output layer, so swapping them changes nothing.
-    swapped = {key: value[:, ::-1] for key, value in features.items()}
-    np.testing.assert_allclose(model(swapped).numpy(), logits, atol=1e-5)
-    # And the sum is of each order's last real token, read as the one-order model reads it.
-    one_order = BertClassifier(CONFIG, num_labels=2, causal=True)
-    one_order.set_weights(model.get_weights())
-    each = [one_order.encoder({k: v[:, i] for k, v in features.items()})["sequence_output"]
-            for i in range(2)]
-    summed = sum(e.numpy()[np.arange(3), features["input_mask"].numpy()[:, i].sum(-1) - 1]
-                 for i, e in enumerate(each))
-    weights, bias = (v.numpy() for v in model.classifier.weights)
-    np.testing.assert_allclose(summed @ weights.T + bias, logits, atol=1e-4)
-    assert BertClassifier.from_config(model.get_config()).both_orders
-    with pytest.raises(ValueError, match="causal"):
-        BertClassifier(CONFIG, num_labels=2, both_orders=True)
-
-
-def test_causal_multiple_choice_scores_each_choice_from_its_last_token():
-    model = BertMultipleChoice(CONFIG, causal=True)
-    features = _features(choices=4)
-    scores = model(features).numpy()
-    ids = features["input_ids"].numpy()
-    padded, last = ids.copy(), ids.copy()
-    padded[1, 2, 8] = (padded[1, 2, 8] + 1) % 50
-    last[1, 2, 6] = (last[1, 2, 6] + 1) % 50
-    np.testing.assert_allclose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
-                               scores, atol=1e-6)
-    changed = model({**features, "input_ids": tf.constant(last)}).numpy()
-    assert not np.isclose(changed[1, 2], scores[1, 2])
-    np.testing.assert_allclose(np.delete(changed, 2, axis=1), np.delete(scores, 2, axis=1),
-                               atol=1e-6)
-    assert BertMultipleChoice.from_config(model.get_config()).causal
-
-
-def test_bilstm_heads_read_the_sequence_in_both_directions():
-    features = _features()
-    classifier = BertClassifier(CONFIG, num_labels=2, causal=True, bilstm_units=4)
-    logits = classifier(features).numpy()
-    assert logits.shape == (3, 2)
-    # Under causal attention alone the first token's vector ignores what follows it;
-    # the BiLSTM's backward direction carries the end of the sentence back to it.
-    tagger = BertTokenTagger(CONFIG, num_labels=3, causal=True, bilstm_units=4)
-    ids = features["input_ids"].numpy()
-    changed = ids.copy()
-    changed[:, 5] = (changed[:, 5] + 1) % 50
-    before = tagger(features).numpy()
-    after = tagger({**features, "input_ids": tf.constant(changed)}).numpy()
-    assert not np.allclose(before[:, 0], after[:, 0])
-    for model in (classifier, tagger):
-        names = model.head_variables()
-        assert sum(name.startswith("bilstm/") for name in names) == 6  # 2 x (kernel, rec., bias)
-        assert type(model).from_config(model.get_config()).bilstm_units == 4
-    assert tuple(classifier.head_variables()["output_weights"].shape) == (2, 8)
-    with pytest.raises(ValueError, match="negative"):
-        BertTokenTagger(CONFIG, num_labels=3, bilstm_units=-1)
-
-
-def test_causal_span_model_scores_each_position_from_its_left_context():
-    model = BertSpanModel(CONFIG, causal=True)
-    features = _features()
-    before = model(features)["start_logits"].numpy()
-    ids = features["input_ids"].numpy().copy()
-    ids[:, 5] = (ids[:, 5] + 1) % 50
-    after = model({**features, "input_ids": tf.constant(ids)})["start_logits"].numpy()
-    np.testing.assert_allclose(after[:, :5], before[:, :5], atol=1e-6)
-    assert not np.allclose(after[:, 5], before[:, 5])
-    assert BertSpanModel.from_config(model.get_config()).causal
-
-
-def test_heads_that_do_not_read_the_pooler_do_not_train_it():
-    pooler = lambda model: {id(v) for v in model.encoder.pooler.weights}
-    for model in (BertClassifier(CONFIG, num_labels=2, causal=True),
-                  BertClassifier(CONFIG, num_labels=2, bilstm_units=4),
-                  BertMultipleChoice(CONFIG, causal=True)):
-        assert not pooler(model) & {id(v) for v in model.trainable_variables}
-    for model in (BertClassifier(CONFIG, num_labels=2), BertMultipleChoice(CONFIG)):
-        assert pooler(model) <= {id(v) for v in model.trainable_variables}
-
-
-
-@pytest.mark.parametrize("jit_compile", [False, True])
-@pytest.mark.parametrize("model_class, choices", [(BertClassifier, None),
-                                                  (BertMultipleChoice, 3)])
-def test_heads_on_cls_alone_train_as_on_the_full_last_block(monkeypatch, jit_compile,
-                                                            model_class, choices):
-    """Reading [CLS] only, the last block computes only [CLS]: same loss, same gradients."""
-    features = _features(choices=choices)
-    labels = tf.constant([0, 1, 1])
-
-    def loss_and_gradients():
-        tf.keras.utils.set_random_seed(4)
-        model = (model_class(CONFIG, num_labels=2) if choices is None
-                 else model_class(CONFIG))
-
-        @tf.function(jit_compile=jit_compile)
-        def step():
-            with tf.GradientTape() as tape:
-                logits = model(features, training=True)
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels, logits))
-            return loss, tape.gradient(loss, model.trainable_variables)
-
-        return step()
-
-    loss, gradients = loss_and_gradients()
-    compute_every_position(monkeypatch)
-    full_loss, full_gradients = loss_and_gradients()
-    np.testing.assert_allclose(loss.numpy(), full_loss.numpy(), rtol=1e-6)
-    for ours, reference in zip(gradients, full_gradients):
-        np.testing.assert_allclose(tf.convert_to_tensor(ours).numpy(),
-                                   tf.convert_to_tensor(reference).numpy(), rtol=1e-4,
-                                   atol=1e-6)
+if __name__ == "__main__":
+    tf.test.main()
