@@ -5,9 +5,12 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
 from tests.fixtures import REPO, run_main
 
@@ -40,65 +43,76 @@ def _run(tmp_path, lines, **flags):
         tmp_path / "out" / "features.jsonl"
 
 
-def test_features_equal_pytorch_reference(tmp_path):
-    with open(os.path.join(GOLDEN, "minilm_reference.json"), encoding="utf-8") as reader:
-        texts = json.load(reader)
-    golden = np.load(os.path.join(GOLDEN, "minilm_reference.npz"))
-    lines = [a if b is None else f"{a} ||| {b}" for a, b in zip(texts["text_a"], texts["text_b"])]
-    result, output = _run(tmp_path, lines)
-    assert result.returncode == 0, result.stderr
-    records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
-    assert [record["linex_index"] for record in records] == list(range(len(lines)))
-    recorded = list(golden["hidden_state_layers"])
-    for row, record in enumerate(records):
-        length = int(golden["input_mask"][row].sum())
-        assert len(record["features"]) == length
-        assert record["features"][0]["token"] == "[CLS]"
-        assert record["features"][-1]["token"] == "[SEP]"
-        for position, feature in enumerate(record["features"]):
-            by_index = {layer["index"]: layer["values"] for layer in feature["layers"]}
-            # -1 is the last of 6 blocks, -4 the third (hidden state 3 after the embeddings).
-            for index, hidden_state in ((-1, 6), (-4, 3)):
-                expected = golden["hidden_states"][recorded.index(hidden_state)][row, position]
-                np.testing.assert_allclose(by_index[index], expected, atol=1e-4)
-    assert "loaded 103 tensors" in result.stderr
-    assert not [name for name in os.listdir(output.parent) if name.startswith(".")]
+class ExtractFeaturesTest(tf.test.TestCase, parameterized.TestCase):
 
+    def _tmp_path(self) -> Path:
+        return Path(self.create_tempdir().full_path)
 
-@pytest.mark.parametrize("case, message", [
-    ("bad_utf8", "input.txt:2: not valid UTF-8"),
-    ("missing_vocab", "no such file"),
-    ("bad_layers", "out of range"),
-    ("bad_config", "num_attention_heads"),
-])
-def test_bad_inputs_fail_cleanly(tmp_path, case, message):
-    lines, flags = ["fine line", "also fine"], {}
-    if case == "bad_utf8":
-        lines = b"fine line\ncaf\xe9 latin-1\n"
-    elif case == "missing_vocab":
-        flags["vocab_file"] = tmp_path / "nowhere.txt"
-    elif case == "bad_layers":
-        flags["layers"] = "-9"
-    elif case == "bad_config":
+    def test_features_equal_pytorch_reference(self):
+        with open(os.path.join(GOLDEN, "minilm_reference.json"), encoding="utf-8") as reader:
+            texts = json.load(reader)
+        golden = np.load(os.path.join(GOLDEN, "minilm_reference.npz"))
+        lines = [a if b is None else f"{a} ||| {b}"
+                 for a, b in zip(texts["text_a"], texts["text_b"])]
+        result, output = _run(self._tmp_path(), lines)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+        self.assertEqual([record["linex_index"] for record in records], list(range(len(lines))))
+        recorded = list(golden["hidden_state_layers"])
+        for row, record in enumerate(records):
+            length = int(golden["input_mask"][row].sum())
+            self.assertLen(record["features"], length)
+            self.assertEqual(record["features"][0]["token"], "[CLS]")
+            self.assertEqual(record["features"][-1]["token"], "[SEP]")
+            for position, feature in enumerate(record["features"]):
+                by_index = {layer["index"]: layer["values"] for layer in feature["layers"]}
+                # -1 is the last of 6 blocks, -4 the third (hidden state 3 after the embeddings).
+                for index, hidden_state in ((-1, 6), (-4, 3)):
+                    expected = golden["hidden_states"][recorded.index(hidden_state)][row,
+                                                                                     position]
+                    self.assertAllClose(by_index[index], expected, atol=1e-4, rtol=1e-7)
+        self.assertIn("loaded 103 tensors", result.stderr)
+        self.assertEmpty([name for name in os.listdir(output.parent) if name.startswith(".")])
+
+    @parameterized.parameters(
+        ("bad_utf8", "input.txt:2: not valid UTF-8"),
+        ("missing_vocab", "no such file"),
+        ("bad_layers", "out of range"),
+        ("bad_config", "num_attention_heads"),
+    )
+    def test_bad_inputs_fail_cleanly(self, case, message):
+        tmp_path = self._tmp_path()
+        lines, flags = ["fine line", "also fine"], {}
+        if case == "bad_utf8":
+            lines = b"fine line\ncaf\xe9 latin-1\n"
+        elif case == "missing_vocab":
+            flags["vocab_file"] = tmp_path / "nowhere.txt"
+        elif case == "bad_layers":
+            flags["layers"] = "-9"
+        elif case == "bad_config":
+            config = tmp_path / "config.json"
+            config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 384,
+                                          "num_hidden_layers": 6, "num_attention_heads": 7,
+                                          "intermediate_size": 1536}))
+            flags["bert_config_file"] = config
+        arguments = _arguments(tmp_path, lines, **flags)
+        with self.assertRaisesRegex((ValueError, OSError), re.escape(message)):
+            run_main("extract_features.py", arguments)
+        output = arguments["output_file"]
+        self.assertTrue(not output.parent.exists() or not os.listdir(output.parent))
+
+    def test_checkpoint_of_another_size_is_refused(self):
+        tmp_path = self._tmp_path()
         config = tmp_path / "config.json"
-        config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 384,
-                                      "num_hidden_layers": 6, "num_attention_heads": 7,
-                                      "intermediate_size": 1536}))
-        flags["bert_config_file"] = config
-    arguments = _arguments(tmp_path, lines, **flags)
-    with pytest.raises((ValueError, OSError), match=re.escape(message)):
-        run_main("extract_features.py", arguments)
-    output = arguments["output_file"]
-    assert not output.parent.exists() or not os.listdir(output.parent)
+        config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 256,
+                                      "num_hidden_layers": 6, "num_attention_heads": 4,
+                                      "intermediate_size": 1024}))
+        arguments = _arguments(tmp_path, ["a line"], bert_config_file=config)
+        with self.assertRaisesRegex(ValueError, re.escape(
+                "has shape [30522, 384], the model expects [30522, 256]")):
+            run_main("extract_features.py", arguments)
+        self.assertFalse(arguments["output_file"].exists())
 
 
-def test_checkpoint_of_another_size_is_refused(tmp_path):
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 256,
-                                  "num_hidden_layers": 6, "num_attention_heads": 4,
-                                  "intermediate_size": 1024}))
-    arguments = _arguments(tmp_path, ["a line"], bert_config_file=config)
-    with pytest.raises(ValueError, match=re.escape(
-            "has shape [30522, 384], the model expects [30522, 256]")):
-        run_main("extract_features.py", arguments)
-    assert not arguments["output_file"].exists()
+if __name__ == "__main__":
+    tf.test.main()
