@@ -6,10 +6,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
 from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
@@ -55,9 +58,7 @@ def _conll(sentences: list[list[tuple[str, str]]], per_document: int = 4) -> str
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ner")
+def _write_assets(folder: Path) -> Path:
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     write_tiny_config(folder / "bert_config.json", vocab_size=len(VOCAB))
     data = folder / "data"
@@ -69,8 +70,7 @@ def assets(tmp_path_factory):
     return folder
 
 
-@pytest.fixture(scope="module")
-def checkpoint(assets):
+def _write_checkpoint(assets: Path):
     """A random 4-block encoder saved as this project's checkpoint (Table 7 needs 4 blocks)."""
     from modeling.checkpoints import save_checkpoint
     from modeling.config import BertConfig
@@ -100,91 +100,114 @@ def _run(assets, output_dir, data_dir=None, expect=0, **flags):
     return result
 
 
-def test_fine_tuning_learns_the_training_set(assets, tmp_path):
-    _run(assets, tmp_path, num_train_epochs=12)
-    results = read_eval_results(tmp_path / "eval_results.txt")
-    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "test_precision",
-            "test_recall", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG"} <= set(results)
-    assert results["test_f1"] > 0.6  # test.txt is the training file
-    assert results["eval_f1"] > 0.3
-    scalars = event_scalars(tmp_path / "logs" / "eval")
-    assert {key: values[-1][1] for key, values in scalars.items()} == pytest.approx(results)
-    lines = (tmp_path / "test_predictions.txt").read_text().splitlines()
-    train = (assets / "data" / "train.txt").read_text().splitlines()
-    gold = [line.split()[::3] for line in train if line and not line.startswith("-DOCSTART-")]
-    assert [line.split()[:2] for line in lines if line] == gold
-    assert all(len(line.split()) == 3 for line in lines if line)
-    assert (tmp_path / "model.ckpt.index").exists()
-    assert (tmp_path / "valid_predictions.txt").exists()
-
-
-def test_feature_based_with_document_context_caches_features_once(assets, checkpoint,
-                                                                    tmp_path):
-    config, init_checkpoint = checkpoint
-    cache = tmp_path / "cache"
-    flags = {"mode": "feature_based", "bert_config_file": config,
-             "init_checkpoint": init_checkpoint, "feature_cache_dir": cache,
-             "feature_layers": "concat_last_four", "lstm_units": 16, "num_train_epochs": 20,
-             "learning_rate": 1e-2, "document_context": True}
-    first = _run(assets, tmp_path, **flags)
-    assert "computing concat_last_four features" in first.stderr
-    assert "valid: 8 sentences in 8 windows" in first.stderr
-    files = sorted(os.listdir(cache))
-    assert [name.split("-")[0] for name in files] == ["test", "train", "valid"]
-    assert np.load(cache / files[1], mmap_mode="r").shape == (24, 32, 4 * 32)
-    times = {name: os.stat(cache / name).st_mtime_ns for name in files}
-    trained = read_eval_results(tmp_path / "eval_results.txt")
-    assert trained["test_f1"] > 0.3
-    assert (tmp_path / "feature_tagger.weights.h5").exists()
-
-    # A later run (here: evaluation with the saved tagger) finds every split in the cache.
-    second = _run(assets, tmp_path, **{**flags, "do_train": False})
-    assert len(re.findall(r"reusing cached features", second.stderr)) == 2
-    assert "computing" not in second.stderr
-    assert {name: os.stat(cache / name).st_mtime_ns for name in os.listdir(cache)} == times
-    reloaded = read_eval_results(tmp_path / "eval_results.txt")
-    assert reloaded["eval_f1"] == trained["eval_f1"]
-    assert reloaded["test_f1"] == trained["test_f1"]
-
-
-def test_causal_fine_tuning_with_a_bilstm_trains_and_has_no_feature_based_mode(assets,
-                                                                              tmp_path):
-    # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the tags.
-    _run(assets, tmp_path / "causal", causal=True, bilstm_units=4, do_predict=False)
-    results = read_eval_results(tmp_path / "causal" / "eval_results.txt")
-    assert 0.0 <= results["eval_f1"] <= 1.0
-    saved = dict(tf.train.list_variables(str(tmp_path / "causal" / "model.ckpt")))
-    assert sum("forward_lstm" in name or "backward_lstm" in name for name in saved) == 6
-    tags = next(shape for name, shape in saved.items() if "/ner.Soutput_weights/" in name)
-    assert tags[1] == 8  # the tags read both directions' 4 units
-    with pytest.raises(ValueError, match="--causal fine-tunes the left-to-right model"):
-        run_main("run_ner.py", _arguments(assets, tmp_path / "features", causal=True,
-                                          mode="feature_based"))
-    assert not (tmp_path / "features" / "eval_results.txt").exists()
-    with pytest.raises(ValueError, match="--bilstm_units"):
-        run_main("run_ner.py", _arguments(assets, tmp_path / "lstm", bilstm_units=4,
-                                          mode="feature_based"))
-
-
 def _replace_line(text: str, number: int, replacement: str) -> str:
     lines = text.split("\n")
     lines[number - 1] = replacement
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("split, change, message", [
-    ("train", lambda text: _replace_line(text, 4, "Lives NNP O"),
-     r"train\.txt:4: 3 columns where the first token line has 4"),
-    ("valid", lambda text: "", r"valid\.txt: no sentences"),
-    ("dev", lambda text: text.replace("B-ORG", "B-MISC", 1),
-     r"dev\.txt:\d+: label 'B-MISC' not seen in training"),
-])
-def test_bad_inputs_exit_1_with_the_place(assets, tmp_path, split, change, message):
-    data = tmp_path / "data"
-    shutil.copytree(assets / "data", data)
-    if split == "dev":  # the other name of the validation file
-        os.rename(data / "valid.txt", data / "dev.txt")
-    path = data / f"{split}.txt"
-    path.write_text(change(path.read_text()))
-    with pytest.raises((ValueError, OSError), match=message):
-        run_main("run_ner.py", _arguments(assets, tmp_path / "out", data_dir=data))
+class RunNerTest(tf.test.TestCase, parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        """The vocabulary, config, CoNLL files and a 4-block checkpoint, written once."""
+        super().setUpClass()
+        cls.assets = _write_assets(Path(tempfile.mkdtemp()))
+        cls.addClassCleanup(shutil.rmtree, cls.assets, ignore_errors=True)
+        cls.checkpoint = _write_checkpoint(cls.assets)
+
+    def _tmp_path(self) -> Path:
+        return Path(self.create_tempdir().full_path)
+
+    def test_fine_tuning_learns_the_training_set(self):
+        assets, tmp_path = self.assets, self._tmp_path()
+        _run(assets, tmp_path, num_train_epochs=12)
+        results = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertContainsSubset({"eval_precision", "eval_recall", "eval_f1", "eval_accuracy",
+                                   "test_precision", "test_recall", "test_f1", "test_f1_PER",
+                                   "test_f1_LOC", "test_f1_ORG"}, set(results))
+        self.assertGreater(results["test_f1"], 0.6)  # test.txt is the training file
+        self.assertGreater(results["eval_f1"], 0.3)
+        scalars = event_scalars(tmp_path / "logs" / "eval")
+        self.assertAllClose({key: values[-1][1] for key, values in scalars.items()}, results,
+                            rtol=1e-6, atol=1e-12)
+        lines = (tmp_path / "test_predictions.txt").read_text().splitlines()
+        train = (assets / "data" / "train.txt").read_text().splitlines()
+        gold = [line.split()[::3] for line in train
+                if line and not line.startswith("-DOCSTART-")]
+        self.assertEqual([line.split()[:2] for line in lines if line], gold)
+        for line in lines:
+            if line:
+                self.assertLen(line.split(), 3)
+        self.assertTrue((tmp_path / "model.ckpt.index").exists())
+        self.assertTrue((tmp_path / "valid_predictions.txt").exists())
+
+    def test_feature_based_with_document_context_caches_features_once(self):
+        assets, tmp_path = self.assets, self._tmp_path()
+        config, init_checkpoint = self.checkpoint
+        cache = tmp_path / "cache"
+        flags = {"mode": "feature_based", "bert_config_file": config,
+                 "init_checkpoint": init_checkpoint, "feature_cache_dir": cache,
+                 "feature_layers": "concat_last_four", "lstm_units": 16, "num_train_epochs": 20,
+                 "learning_rate": 1e-2, "document_context": True}
+        first = _run(assets, tmp_path, **flags)
+        self.assertIn("computing concat_last_four features", first.stderr)
+        self.assertIn("valid: 8 sentences in 8 windows", first.stderr)
+        files = sorted(os.listdir(cache))
+        self.assertEqual([name.split("-")[0] for name in files], ["test", "train", "valid"])
+        self.assertEqual(np.load(cache / files[1], mmap_mode="r").shape, (24, 32, 4 * 32))
+        times = {name: os.stat(cache / name).st_mtime_ns for name in files}
+        trained = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertGreater(trained["test_f1"], 0.3)
+        self.assertTrue((tmp_path / "feature_tagger.weights.h5").exists())
+
+        # A later run (here: evaluation with the saved tagger) finds every split in the cache.
+        second = _run(assets, tmp_path, **{**flags, "do_train": False})
+        self.assertLen(re.findall(r"reusing cached features", second.stderr), 2)
+        self.assertNotIn("computing", second.stderr)
+        self.assertEqual({name: os.stat(cache / name).st_mtime_ns for name in os.listdir(cache)},
+                         times)
+        reloaded = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertEqual(reloaded["eval_f1"], trained["eval_f1"])
+        self.assertEqual(reloaded["test_f1"], trained["test_f1"])
+
+    def test_causal_fine_tuning_with_a_bilstm_trains_and_has_no_feature_based_mode(self):
+        assets, tmp_path = self.assets, self._tmp_path()
+        # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the tags.
+        _run(assets, tmp_path / "causal", causal=True, bilstm_units=4, do_predict=False)
+        results = read_eval_results(tmp_path / "causal" / "eval_results.txt")
+        self.assertBetween(results["eval_f1"], 0.0, 1.0)
+        saved = dict(tf.train.list_variables(str(tmp_path / "causal" / "model.ckpt")))
+        self.assertEqual(sum("forward_lstm" in name or "backward_lstm" in name
+                             for name in saved), 6)
+        tags = next(shape for name, shape in saved.items() if "/ner.Soutput_weights/" in name)
+        self.assertEqual(tags[1], 8)  # the tags read both directions' 4 units
+        with self.assertRaisesRegex(ValueError, "--causal fine-tunes the left-to-right model"):
+            run_main("run_ner.py", _arguments(assets, tmp_path / "features", causal=True,
+                                              mode="feature_based"))
+        self.assertFalse((tmp_path / "features" / "eval_results.txt").exists())
+        with self.assertRaisesRegex(ValueError, "--bilstm_units"):
+            run_main("run_ner.py", _arguments(assets, tmp_path / "lstm", bilstm_units=4,
+                                              mode="feature_based"))
+
+    @parameterized.parameters(
+        ("train", lambda text: _replace_line(text, 4, "Lives NNP O"),
+         r"train\.txt:4: 3 columns where the first token line has 4"),
+        ("valid", lambda text: "", r"valid\.txt: no sentences"),
+        ("dev", lambda text: text.replace("B-ORG", "B-MISC", 1),
+         r"dev\.txt:\d+: label 'B-MISC' not seen in training"),
+    )
+    def test_bad_inputs_exit_1_with_the_place(self, split, change, message):
+        tmp_path = self._tmp_path()
+        data = tmp_path / "data"
+        shutil.copytree(self.assets / "data", data)
+        if split == "dev":  # the other name of the validation file
+            os.rename(data / "valid.txt", data / "dev.txt")
+        path = data / f"{split}.txt"
+        path.write_text(change(path.read_text()))
+        with self.assertRaisesRegex((ValueError, OSError), message):
+            run_main("run_ner.py", _arguments(self.assets, tmp_path / "out", data_dir=data))
+
+
+if __name__ == "__main__":
+    tf.test.main()
