@@ -9,11 +9,14 @@ reads every weight its predecessor wrote, not only that it runs.
 import json
 import random
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.fixtures import REPO, write_tiny_config
 
@@ -61,10 +64,8 @@ def _loaded(log: str, source) -> int:
     return int(match.group(1))
 
 
-@pytest.fixture(scope="module")
-def pipeline(tmp_path_factory):
-    """Runs the two pre-training phases once for the tests below."""
-    folder = tmp_path_factory.mktemp("pipeline")
+def _run_pipeline(folder: Path) -> tuple[Path, Path, str]:
+    """Text, records and both pre-training phases in `folder`; phase 2's log."""
     rng = random.Random(0)
     corpus = folder / "corpus.txt"
     corpus.write_text("\n\n".join("\n".join(_sentences(rng, rng.randint(2, 8)))
@@ -76,7 +77,7 @@ def pipeline(tmp_path_factory):
     _pretrain(folder, _records(folder, corpus, vocab, SHORT, 5), SHORT, 5, phase1)
     log = _pretrain(folder, _records(folder, corpus, vocab, LONG, 10), LONG, 10, phase2,
                     init_checkpoint=phase1)
-    return folder, phase1, phase2, log
+    return phase1, phase2, log
 
 
 def _checkpoint_variables(folder, model_class: str) -> list[str]:
@@ -88,67 +89,84 @@ def _checkpoint_variables(folder, model_class: str) -> list[str]:
     return sorted(model(config).checkpoint_variables())
 
 
-def test_phase_two_starts_from_all_of_phase_one(pipeline):
-    folder, phase1, phase2, log = pipeline
-    # Phase 1 ended at step 6; its output folder stands for that checkpoint.
-    assert _loaded(log, phase1 / "ckpt-6") == len(_checkpoint_variables(folder, "pretrainer"))
-    assert "not in the checkpoint" not in log and "not used by the model" not in log
-    assert (phase2 / "ckpt-6.index").exists()
+class PipelineHandoffTest(tf.test.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        """Runs the two pre-training phases once for the tests below."""
+        super().setUpClass()
+        cls.folder = Path(tempfile.mkdtemp())
+        cls.addClassCleanup(shutil.rmtree, cls.folder, ignore_errors=True)
+        cls.phase1, cls.phase2, cls.log = _run_pipeline(cls.folder)
+
+    def _tmp_path(self) -> Path:
+        return Path(self.create_tempdir().full_path)
+
+    def test_phase_two_starts_from_all_of_phase_one(self):
+        # Phase 1 ended at step 6; its output folder stands for that checkpoint.
+        self.assertEqual(_loaded(self.log, self.phase1 / "ckpt-6"),
+                         len(_checkpoint_variables(self.folder, "pretrainer")))
+        self.assertNotIn("not in the checkpoint", self.log)
+        self.assertNotIn("not used by the model", self.log)
+        self.assertTrue((self.phase2 / "ckpt-6.index").exists())
+
+    def test_fine_tuning_starts_from_phase_two(self):
+        folder, phase2, tmp_path = self.folder, self.phase2, self._tmp_path()
+        rng = random.Random(1)
+        data = tmp_path / "SST-2"
+        data.mkdir()
+        rows = [(sentence, index % 2) for index, sentence in enumerate(_sentences(rng, 24))]
+        for name in ("train.tsv", "dev.tsv"):
+            (data / name).write_text("sentence\tlabel\n" + "".join(f"{text}\t{label}\n"
+                                                                   for text, label in rows))
+        log = _run("run_classifier.py", "--do_train", "--do_eval", "--noexport_saved_model",
+                   task_name="SST-2", data_dir=data, vocab_file=folder / "vocab.txt",
+                   bert_config_file=folder / "bert_config.json", init_checkpoint=phase2,
+                   output_dir=tmp_path / "out", max_seq_length=16, train_batch_size=8,
+                   num_train_epochs=1, learning_rate=1e-3)
+        self.assertEqual(_loaded(log, phase2 / "ckpt-6"),
+                         len(_checkpoint_variables(folder, "encoder")))
+        # Only the new classifier layer starts from scratch.
+        missing = re.search(r"(\d+) not in the checkpoint, left as initialized: (.*)", log)
+        self.assertIsNotNone(missing, log[-3000:])
+        self.assertEqual(missing.group(1), "2", log[-3000:])
+        for name in missing.group(2).split(", "):
+            self.assertStartsWith(name, "output_")
+
+    def test_features_from_a_checkpoint_prefix(self):
+        from modeling.checkpoints import load_weights
+        from modeling.config import BertConfig
+        from modeling.encoder import BertEncoder
+        from text.sentence_pairs import pack
+        from text.tokenization import FullTokenizer
+
+        folder, phase2, tmp_path = self.folder, self.phase2, self._tmp_path()
+        prefix = phase2 / "ckpt-3"  # not the newest: a prefix means itself
+        text = "the cat sat on the mat ."
+        (tmp_path / "input.txt").write_text(text + "\n", encoding="utf-8")
+        # Feature extraction masks nothing, so a vocabulary without [MASK] must do.
+        vocab = tmp_path / "vocab.txt"
+        vocab.write_text("\n".join("[unused0]" if token == "[MASK]" else token
+                                   for token in VOCAB) + "\n", encoding="utf-8")
+        output = tmp_path / "features.jsonl"
+        _run("extract_features.py", input_file=tmp_path / "input.txt", output_file=output,
+             vocab_file=vocab, bert_config_file=folder / "bert_config.json",
+             init_checkpoint=prefix, layers=-1, max_seq_length=16)
+        features = json.loads(output.read_text(encoding="utf-8"))["features"]
+
+        encoder = BertEncoder(BertConfig.from_json_file(folder / "bert_config.json"))
+        self.assertEmpty(load_weights(encoder, prefix).missing)
+        tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
+        packed = pack(tokenizer.tokenize(text), None, 16, tokenizer.vocab)
+        outputs = encoder({"input_ids": tf.constant([packed.input_ids]),
+                           "input_mask": tf.constant([packed.input_mask]),
+                           "segment_ids": tf.constant([packed.segment_ids])}, training=False)
+        expected = outputs["sequence_output"].numpy()[0]
+        self.assertEqual([feature["token"] for feature in features][:3], ["[CLS]", "the", "cat"])
+        for position, feature in enumerate(features):
+            self.assertAllClose(feature["layers"][0]["values"], expected[position],
+                                atol=1e-4, rtol=1e-7, msg=feature["token"])
 
 
-def test_fine_tuning_starts_from_phase_two(pipeline, tmp_path):
-    folder, _, phase2, _ = pipeline
-    rng = random.Random(1)
-    data = tmp_path / "SST-2"
-    data.mkdir()
-    rows = [(sentence, index % 2) for index, sentence in enumerate(_sentences(rng, 24))]
-    for name in ("train.tsv", "dev.tsv"):
-        (data / name).write_text("sentence\tlabel\n" + "".join(f"{text}\t{label}\n"
-                                                               for text, label in rows))
-    log = _run("run_classifier.py", "--do_train", "--do_eval", "--noexport_saved_model",
-               task_name="SST-2", data_dir=data, vocab_file=folder / "vocab.txt",
-               bert_config_file=folder / "bert_config.json", init_checkpoint=phase2,
-               output_dir=tmp_path / "out", max_seq_length=16, train_batch_size=8,
-               num_train_epochs=1, learning_rate=1e-3)
-    assert _loaded(log, phase2 / "ckpt-6") == len(_checkpoint_variables(folder, "encoder"))
-    # Only the new classifier layer starts from scratch.
-    missing = re.search(r"(\d+) not in the checkpoint, left as initialized: (.*)", log)
-    assert missing and missing.group(1) == "2", log[-3000:]
-    assert all(name.startswith("output_") for name in missing.group(2).split(", "))
-
-
-def test_features_from_a_checkpoint_prefix(pipeline, tmp_path):
-    import tensorflow as tf
-
-    from modeling.checkpoints import load_weights
-    from modeling.config import BertConfig
-    from modeling.encoder import BertEncoder
-    from text.sentence_pairs import pack
-    from text.tokenization import FullTokenizer
-
-    folder, _, phase2, _ = pipeline
-    prefix = phase2 / "ckpt-3"  # not the newest: a prefix means itself
-    text = "the cat sat on the mat ."
-    (tmp_path / "input.txt").write_text(text + "\n", encoding="utf-8")
-    # Feature extraction masks nothing, so a vocabulary without [MASK] must do.
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join("[unused0]" if token == "[MASK]" else token for token in VOCAB)
-                     + "\n", encoding="utf-8")
-    output = tmp_path / "features.jsonl"
-    _run("extract_features.py", input_file=tmp_path / "input.txt", output_file=output,
-         vocab_file=vocab, bert_config_file=folder / "bert_config.json",
-         init_checkpoint=prefix, layers=-1, max_seq_length=16)
-    features = json.loads(output.read_text(encoding="utf-8"))["features"]
-
-    encoder = BertEncoder(BertConfig.from_json_file(folder / "bert_config.json"))
-    assert not load_weights(encoder, prefix).missing
-    tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
-    packed = pack(tokenizer.tokenize(text), None, 16, tokenizer.vocab)
-    outputs = encoder({"input_ids": tf.constant([packed.input_ids]),
-                       "input_mask": tf.constant([packed.input_mask]),
-                       "segment_ids": tf.constant([packed.segment_ids])}, training=False)
-    expected = outputs["sequence_output"].numpy()[0]
-    assert [feature["token"] for feature in features][:3] == ["[CLS]", "the", "cat"]
-    for position, feature in enumerate(features):
-        np.testing.assert_allclose(feature["layers"][0]["values"], expected[position],
-                                   atol=1e-4, err_msg=feature["token"])
+if __name__ == "__main__":
+    tf.test.main()
