@@ -13,10 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
+import tensorflow as tf
 
 from evaluation.results import read_eval_results
 from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
@@ -84,9 +88,7 @@ def _vocabulary() -> list[str]:
     return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("squad")
+def _write_assets(folder: Path) -> Path:
     vocabulary = _vocabulary()
     (folder / "vocab.txt").write_text("\n".join(vocabulary) + "\n")
     write_tiny_config(folder / "bert_config.json", vocab_size=len(vocabulary),
@@ -126,75 +128,101 @@ def _read_json(path: os.PathLike) -> dict:
         return json.load(reader)
 
 
-def test_v1_learns_the_training_questions(assets, tmp_path):
-    result = _run(assets, tmp_path)
-    assert "9 questions read, 0 skipped" in result.stderr
-    assert "9 questions in 13 windows" in result.stderr  # the Lyon context takes two
-    predictions = _read_json(tmp_path / "predictions.json")
-    assert set(predictions) == _question_ids(_squad(False))
-    nbest = _read_json(tmp_path / "nbest_predictions.json")
-    assert set(nbest) == set(predictions)
-    assert all(entries[0]["text"] == predictions[qid] for qid, entries in nbest.items())
-    assert not (tmp_path / "null_odds.json").exists()
-    results = read_eval_results(tmp_path / "eval_results.txt")
-    assert set(results) == {"exact_match", "f1"}
-    assert json.loads(result.stdout) == pytest.approx(results)
-    scalars = event_scalars(tmp_path / "logs" / "eval")  # at the last training step
-    assert {key: values[-1][1] for key, values in scalars.items()} == pytest.approx(results)
-    assert scalars["f1"][-1][0] == event_scalars(tmp_path / "logs" / "train")["loss"][-1][0]
-    # An untrained model's spans score about 20 here; memorized ones match most answers.
-    assert results["f1"] >= 60.0, predictions
-    for name in ("model.ckpt.index", "bert_config.json", "vocab.txt"):
-        assert (tmp_path / name).exists()
+class RunSquadTest(tf.test.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        """The vocabulary, config and both SQuAD files, written once."""
+        super().setUpClass()
+        cls.assets = _write_assets(Path(tempfile.mkdtemp()))
+        cls.addClassCleanup(shutil.rmtree, cls.assets, ignore_errors=True)
+
+    def _tmp_path(self) -> Path:
+        return Path(self.create_tempdir().full_path)
+
+    def test_v1_learns_the_training_questions(self):
+        tmp_path = self._tmp_path()
+        result = _run(self.assets, tmp_path)
+        self.assertIn("9 questions read, 0 skipped", result.stderr)
+        # the Lyon context takes two
+        self.assertIn("9 questions in 13 windows", result.stderr)
+        predictions = _read_json(tmp_path / "predictions.json")
+        self.assertEqual(set(predictions), _question_ids(_squad(False)))
+        nbest = _read_json(tmp_path / "nbest_predictions.json")
+        self.assertEqual(set(nbest), set(predictions))
+        for qid, entries in nbest.items():
+            self.assertEqual(entries[0]["text"], predictions[qid])
+        self.assertFalse((tmp_path / "null_odds.json").exists())
+        results = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertEqual(set(results), {"exact_match", "f1"})
+        self.assertAllClose(json.loads(result.stdout), results, rtol=1e-6, atol=1e-12)
+        scalars = event_scalars(tmp_path / "logs" / "eval")  # at the last training step
+        self.assertAllClose({key: values[-1][1] for key, values in scalars.items()}, results,
+                            rtol=1e-6, atol=1e-12)
+        self.assertEqual(scalars["f1"][-1][0],
+                         event_scalars(tmp_path / "logs" / "train")["loss"][-1][0])
+        # An untrained model's spans score about 20 here; memorized ones match most answers.
+        self.assertGreaterEqual(results["f1"], 60.0, predictions)
+        for name in ("model.ckpt.index", "bert_config.json", "vocab.txt"):
+            self.assertTrue((tmp_path / name).exists(), name)
+
+    def test_v2_learns_and_the_best_threshold_can_be_fed_back(self):
+        assets, tmp_path = self.assets, self._tmp_path()
+        v2 = assets / "v2.json"
+        trained = tmp_path / "trained"
+        _run(assets, trained, train_file=v2, predict_file=v2, version_2_with_negative=True)
+        ids = _question_ids(_squad(True))
+        predictions = _read_json(trained / "predictions.json")
+        self.assertEqual(set(predictions), ids)
+        self.assertEqual(set(_read_json(trained / "nbest_predictions.json")), ids)
+        null_odds = _read_json(trained / "null_odds.json")
+        self.assertEqual(set(null_odds), ids)
+        for qid, odds in null_odds.items():
+            if odds > 0.0:
+                self.assertEqual(predictions[qid], "", qid)
+        results = read_eval_results(trained / "eval_results.txt")
+        self.assertContainsSubset({"exact", "f1", "total", "HasAns_exact", "HasAns_f1",
+                                   "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total",
+                                   "best_exact", "best_exact_thresh", "best_f1",
+                                   "best_f1_thresh"}, set(results))
+        self.assertEqual(results["total"], 12)
+        self.assertEqual(results["NoAns_total"], 3)
+        # An untrained model scores about 20 on both; the null scores are harder to learn.
+        self.assertGreaterEqual(results["HasAns_f1"], 60.0, predictions)
+        self.assertGreaterEqual(results["best_f1"], max(60.0, results["f1"]), predictions)
+
+        # The fine-tuned model.ckpt, loaded without --do_train, scores the same questions
+        # alike; with the threshold found above, its F1 is the best F1 found above.
+        tuned = tmp_path / "tuned"
+        _run(assets, tuned, do_train=False, train_file=None, predict_file=v2,
+             version_2_with_negative=True, init_checkpoint=trained / "model.ckpt",
+             null_score_diff_threshold=repr(results["best_f1_thresh"]))
+        self.assertEqual(_read_json(tuned / "null_odds.json"), null_odds)
+        self.assertAllClose(read_eval_results(tuned / "eval_results.txt")["f1"],
+                            results["best_f1"], rtol=1e-6, atol=1e-12)
+
+    def test_left_to_right_with_a_bilstm_trains_and_predicts(self):
+        tmp_path = self._tmp_path()
+        # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the span layer.
+        _run(self.assets, tmp_path, bilstm_units=8, causal=True, num_train_epochs=0.3,
+             do_eval=False)  # 1 update
+        self.assertEqual(set(_read_json(tmp_path / "predictions.json")),
+                         _question_ids(_squad(False)))
+        self.assertFalse((tmp_path / "eval_results.txt").exists())
+
+    def test_malformed_json_names_the_file(self):
+        tmp_path = self._tmp_path()
+        broken = tmp_path / "broken.json"
+        broken.write_text('{"data": [{"title": "T", "paragraphs": [}]}')
+        with self.assertRaisesRegex(ValueError, rf"^{re.escape(str(broken))}: malformed JSON "
+                                                r"at line 1, column \d+"):
+            run_main("run_squad.py", _arguments(self.assets, tmp_path / "out",
+                                                train_file=broken))
+
+    def test_do_train_without_train_file_is_a_clear_error(self):
+        with self.assertRaisesRegex(ValueError, "^--do_train needs --train_file"):
+            run_main("run_squad.py", _arguments(self.assets, self._tmp_path(), train_file=None))
 
 
-def test_v2_learns_and_the_best_threshold_can_be_fed_back(assets, tmp_path):
-    v2 = assets / "v2.json"
-    trained = tmp_path / "trained"
-    _run(assets, trained, train_file=v2, predict_file=v2, version_2_with_negative=True)
-    ids = _question_ids(_squad(True))
-    predictions = _read_json(trained / "predictions.json")
-    assert set(predictions) == ids
-    assert set(_read_json(trained / "nbest_predictions.json")) == ids
-    null_odds = _read_json(trained / "null_odds.json")
-    assert set(null_odds) == ids
-    assert all(predictions[qid] == "" for qid, odds in null_odds.items() if odds > 0.0)
-    results = read_eval_results(trained / "eval_results.txt")
-    assert {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
-            "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh",
-            "best_f1", "best_f1_thresh"} <= set(results)
-    assert results["total"] == 12 and results["NoAns_total"] == 3
-    # An untrained model scores about 20 on both; the null scores are harder to learn.
-    assert results["HasAns_f1"] >= 60.0, predictions
-    assert results["best_f1"] >= max(60.0, results["f1"]), predictions
-
-    # The fine-tuned model.ckpt, loaded without --do_train, scores the same questions alike;
-    # with the threshold found above, its F1 is the best F1 found above.
-    tuned = tmp_path / "tuned"
-    _run(assets, tuned, do_train=False, train_file=None, predict_file=v2,
-         version_2_with_negative=True, init_checkpoint=trained / "model.ckpt",
-         null_score_diff_threshold=repr(results["best_f1_thresh"]))
-    assert _read_json(tuned / "null_odds.json") == null_odds
-    assert read_eval_results(tuned / "eval_results.txt")["f1"] == \
-        pytest.approx(results["best_f1"])
-
-
-def test_left_to_right_with_a_bilstm_trains_and_predicts(assets, tmp_path):
-    # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the span layer.
-    _run(assets, tmp_path, bilstm_units=8, causal=True, num_train_epochs=0.3,
-         do_eval=False)  # 1 update
-    assert set(_read_json(tmp_path / "predictions.json")) == _question_ids(_squad(False))
-    assert not (tmp_path / "eval_results.txt").exists()
-
-
-def test_malformed_json_names_the_file(assets, tmp_path):
-    broken = tmp_path / "broken.json"
-    broken.write_text('{"data": [{"title": "T", "paragraphs": [}]}')
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(broken))}: malformed JSON at "
-                                         r"line 1, column \d+"):
-        run_main("run_squad.py", _arguments(assets, tmp_path / "out", train_file=broken))
-
-
-def test_do_train_without_train_file_is_a_clear_error(assets, tmp_path):
-    with pytest.raises(ValueError, match="^--do_train needs --train_file"):
-        run_main("run_squad.py", _arguments(assets, tmp_path, train_file=None))
+if __name__ == "__main__":
+    tf.test.main()
