@@ -81,7 +81,8 @@ def check_records_fit_objective(file_pattern: str, objective: str) -> None:
     """
     path = list_files(file_pattern)[0]
     masked = 0
-    records = list(tf.data.TFRecordDataset(path).take(_SAMPLED_RECORDS))
+    with naming_corrupt_records(path):  # a damaged file is named here, before any training
+        records = list(tf.data.TFRecordDataset(path).take(_SAMPLED_RECORDS))
     for record in records:
         feature = tf.train.Example.FromString(record.numpy()).features.feature
         if "masked_lm_weights" in feature:
