@@ -122,10 +122,13 @@ class LibraryFlowsTest(tf.test.TestCase):
         model = modeling.BertClassifier.from_pretrained(self.folder, num_labels=2,
                                                         sequence_length=32)
         self.assertGreater(model.count_params(), 0)
-        model.compile()
-        history = model.fit(TEXTS, LABELS, batch_size=4, epochs=3, verbose=0)
-        losses = history.history["loss"]
-        self.assertLess(losses[-1], losses[0])
+        model.compile()  # the paper's defaults: the original AdamW at 5e-5, warm-up, decay
+        before = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)["loss"]
+        model.fit(TEXTS, LABELS, batch_size=4, epochs=10, verbose=0)
+        # Measured without dropout on the training texts: at 5e-5 a random tiny model moves
+        # little, and the epochs' own losses, under dropout, are noisier than that.
+        self.assertLess(model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)["loss"],
+                        before)
         predictions = model.predict(TEXTS[:3], verbose=0)
         self.assertEqual(predictions.shape, (3, 2))
         path = self.root / "classifier.keras"
