@@ -62,7 +62,7 @@ def fine_tune(model_dir: Path, data_dir: Path, seed: int, extra: list[str]) -> d
         for line in (Path(output) / "eval_results.txt").read_text().splitlines():
             key, _, value = line.partition(" = ")
             if key == "eval_accuracy":
-                return {"dev_accuracy": 100 * float(value), "minutes": round(minutes, 2)}
+                return {"dev_accuracy": round(100 * float(value), 2), "minutes": round(minutes, 2)}
     raise RuntimeError("run_classifier.py wrote no eval_accuracy")
 
 
