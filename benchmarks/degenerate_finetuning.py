@@ -78,12 +78,17 @@ def run_key(configuration: str, seed: int) -> str:
     return f"{configuration} | seed {seed}"
 
 
+def accuracies(runs: dict[str, dict], configuration: str, seeds: list[int]) -> dict[int, float]:
+    """Seed -> dev accuracy (%) of the configuration's finished runs."""
+    return {seed: runs[run_key(configuration, seed)]["dev_accuracy"] for seed in seeds
+            if run_key(configuration, seed) in runs}
+
+
 def summary_rows(runs: dict[str, dict], seeds: list[int]) -> list[list[str]]:
     """Per configuration: runs, mean, std, min-max and the worst seed."""
     rows = []
     for configuration in CONFIGURATIONS:
-        done = {seed: runs[run_key(configuration, seed)]["dev_accuracy"] for seed in seeds
-                if run_key(configuration, seed) in runs}
+        done = accuracies(runs, configuration, seeds)
         if not done:
             rows.append([configuration, "0", "", "", "", ""])
             continue
@@ -103,8 +108,7 @@ def plot(runs: dict[str, dict], seeds: list[int], path: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(8, 4.5))
     for position, configuration in enumerate(CONFIGURATIONS):
-        scores = [runs[run_key(configuration, seed)]["dev_accuracy"] for seed in seeds
-                  if run_key(configuration, seed) in runs]
+        scores = list(accuracies(runs, configuration, seeds).values())
         axes.scatter([position] * len(scores), scores, color="tab:blue", alpha=0.7, zorder=3)
         if len(scores) > 1:
             axes.errorbar(position + 0.15, statistics.mean(scores), statistics.stdev(scores),
@@ -122,15 +126,17 @@ def plot(runs: dict[str, dict], seeds: list[int], path: Path) -> None:
 
 def report(runs: dict[str, dict], seeds: list[int], majority: float) -> str:
     finished = sum(run_key(c, s) in runs for c in CONFIGURATIONS for s in seeds)
-    per_run = [[configuration, str(seed), f"{runs[run_key(configuration, seed)]['dev_accuracy']:.1f}",
-                f"{runs[run_key(configuration, seed)]['minutes']:.1f}"]
+    per_run = [[configuration, str(seed), f"{runs[key]['dev_accuracy']:.1f}",
+                f"{runs[key]['minutes']:.1f}"]
                for seed in seeds for configuration in CONFIGURATIONS
-               if run_key(configuration, seed) in runs]
+               if (key := run_key(configuration, seed)) in runs]
     return "\n".join([
         "# Degenerate few-sample fine-tuning: original vs bias-corrected AdamW", "",
         __doc__.split("\n\n")[1].strip(), "",
         f"Runs finished: {finished} of {len(CONFIGURATIONS) * len(seeds)} "
-        f"(seeds {', '.join(map(str, seeds))}). Majority class of dev: {majority:.1f}%.", "",
+        f"(seeds {', '.join(map(str, seeds))}). Majority class of dev: {majority:.1f}%. "
+        "A run took the minutes listed below on a machine shared with other work (not a "
+        "speed measurement).", "",
         harness.markdown_table(["configuration", "runs", "mean", "std", "min - max",
                                 "worst seed"], summary_rows(runs, seeds)), "",
         f"![dev accuracy per seed]({NAME}.png)", "",
