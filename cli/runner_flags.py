@@ -83,6 +83,9 @@ def define_finetuning_flags(flag_values: flags.FlagValues, max_seq_length: int =
     flags.DEFINE_float("num_train_epochs", num_train_epochs, "Passes over the training set.",
                        **into)
     flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.", **into)
+    flags.DEFINE_bool("adam_bias_correction", False,
+                      "AdamW with Adam's bias correction (as PyTorch's); default: the original "
+                      "optimizer, without it.", **into)
     flags.DEFINE_integer("transfer_layers", None,
                          "Transfer the embeddings and only the first N Transformer blocks of "
                          "--init_checkpoint; the blocks above (and the pooler) start random, "
@@ -213,7 +216,8 @@ def optimization_from_flags(values: flags.FlagValues) -> OptimizationConfig:
     return OptimizationConfig(values.learning_rate,
                               gradient_accumulation_steps=values.gradient_accumulation_steps,
                               num_train_epochs=values.num_train_epochs if values.do_train
-                              else None, warmup_proportion=values.warmup_proportion)
+                              else None, warmup_proportion=values.warmup_proportion,
+                              adam_bias_correction=values.adam_bias_correction)
 
 
 def distribution_from_flags(values: flags.FlagValues) -> DistributionConfig:

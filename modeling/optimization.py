@@ -206,18 +206,33 @@ class _DecoupledAdamBase(keras.optimizers.Optimizer):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertAdamW(_DecoupledAdamBase):
-    """Adam with decoupled weight decay and no bias correction, as in the original.
+    """Adam with decoupled weight decay and, as in the original, no bias correction.
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
     update = m / (sqrt(v) + eps) + wd * param   (wd only where `decays`);
     param -= lr * update.
+
+    `bias_correction=True` uses Adam's m_hat = m / (1 - b1^t) and
+    v_hat = v / (1 - b2^t) in place of m and v (as PyTorch's AdamW does).
+    Few-sample fine-tuning without it sometimes ends far below its siblings
+    (Zhang et al., 2021; Mosbach et al., 2021): the early steps are about
+    3 times larger than Adam's.
     """
 
+    def __init__(self, *args, bias_correction: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.bias_correction = bool(bias_correction)
+
     def _step(self, value, m, v, learning_rate, decays, step):
+        if self.bias_correction:
+            m, v = _bias_corrected(m, v, self.beta_1, self.beta_2, step)
         update = m / (ops.sqrt(v) + self.epsilon)
         if decays:
             update = update + self.weight_decay_rate * value
         return learning_rate * update
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "bias_correction": self.bias_correction}
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -231,8 +246,7 @@ class Lamb(_DecoupledAdamBase):
     """
 
     def _step(self, value, m, v, learning_rate, decays, step):
-        m_hat = m / _one_minus_power(self.beta_1, step)
-        v_hat = v / _one_minus_power(self.beta_2, step)
+        m_hat, v_hat = _bias_corrected(m, v, self.beta_1, self.beta_2, step)
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         if not decays:
             return learning_rate * update
@@ -262,6 +276,11 @@ _FUSED_UPDATE = tf.function(
     jit_compile=True)
 
 
+def _bias_corrected(m, v, beta_1: float, beta_2: float, step):
+    """Adam's (m_hat, v_hat): the moments divided by 1 - beta^step."""
+    return m / _one_minus_power(beta_1, step), v / _one_minus_power(beta_2, step)
+
+
 def _one_minus_power(beta: float, step):
     """1 - beta^step without float32's cancellation.
 
@@ -275,13 +294,15 @@ def _one_minus_power(beta: float, step):
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                      optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
                      clip_norm: float | None = 1.0, gradient_accumulation_steps: int = 1,
-                     end_lr: float = 0.0) -> _DecoupledAdamBase:
+                     end_lr: float = 0.0, adam_bias_correction: bool = False
+                     ) -> _DecoupledAdamBase:
     """The optimizer for pre-training or fine-tuning, with the original's defaults.
 
     `num_train_steps` and `num_warmup_steps` count optimizer updates; with
     `gradient_accumulation_steps=N` a run makes N times as many `fit` steps
     (micro-batches), and each update averages N micro-batch gradients.
-    `clip_norm=None` or 0 turns clipping off.
+    `clip_norm=None` or 0 turns clipping off. `adam_bias_correction` applies
+    to AdamW only (LAMB always corrects).
     """
     if optimizer_type not in OPTIMIZER_TYPES:
         raise ValueError(f"unknown optimizer_type {optimizer_type!r}; expected one of "
@@ -291,9 +312,10 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
         raise ValueError("gradient_accumulation_steps must be an integer >= 1, got "
                          f"{gradient_accumulation_steps!r}")
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps, end_lr)
+    extra = {"bias_correction": adam_bias_correction} if optimizer_type == "adamw" else {}
     optimizer_class = BertAdamW if optimizer_type == "adamw" else Lamb
     return optimizer_class(
-        learning_rate=schedule, weight_decay_rate=weight_decay_rate,
+        learning_rate=schedule, weight_decay_rate=weight_decay_rate, **extra,
         global_clipnorm=clip_norm or None,
         gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps > 1
         else None)

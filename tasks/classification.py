@@ -5,7 +5,8 @@ The paper's recipe (Section 4.1): for each learning rate and each restart
 on dev; keep the best. A run whose loss stops being finite is listed as
 `diverged at step N` and never chosen; if every run diverges, nothing is
 saved and the task fails. The best run's dev scores are the evaluation
-results: dev is predicted once per run, never again after the sweep.
+results: dev is predicted once per run, never again after the sweep. A
+run that looks degenerate (`evaluation.degenerate_runs`) is warned about.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from absl import logging
 from core.atomic import write_atomically
 from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
+from evaluation.degenerate_runs import majority_accuracy, run_warning
 from evaluation.results import write_eval_results
 from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
                                   regression_loss)
@@ -95,6 +97,7 @@ class SweepRun:
     score: float
     scores: dict[str, float]
     status: str
+    warning: str = ""  # why the run looks degenerate, if it does
 
 
 def read_data(task: ClassificationTask, tokenizer, max_seq_length: int) -> ClassificationData:
@@ -171,9 +174,32 @@ def score(data: ClassificationData, model: keras.Model, batch_size: int) -> dict
         metrics = glue_metrics.compute_metrics(metric_task, predictions, arrays["label_ids"])
         metrics["score"] = (metrics["accuracy"] if data.kind == "multiple_choice"
                             else glue_metrics.glue_score(metric_task, metrics))
-        prefix = "eval" if len(data.dev) == 1 else name
+        prefix = _result_prefix(data, name)
         results.update({f"{prefix}_{key}": value for key, value in metrics.items()})
     return results
+
+
+def _result_prefix(data: ClassificationData, dev_name: str) -> str:
+    return "eval" if len(data.dev) == 1 else dev_name
+
+
+def dev_majorities(data: ClassificationData) -> dict[str, float]:
+    """Each dev set's majority-class accuracy, keyed like its accuracy in `score`'s results."""
+    if data.kind == "regression":
+        return {}
+    return {f"{_result_prefix(data, name)}_accuracy": majority_accuracy(arrays["label_ids"])
+            for name, (arrays, _) in data.dev.items()}
+
+
+def flag_degenerate_runs(runs: list[SweepRun], majorities: dict[str, float]) -> None:
+    """Sets the warning of each scored run that looks degenerate, and logs it."""
+    for r in runs:
+        if r.status != "finished" or not r.scores:
+            continue
+        r.warning = run_warning(r.scores, majorities, r.score, [other.score for other in runs])
+        if r.warning:
+            logging.warning("learning rate %g, restart %d: dev score %.4f, %s", r.learning_rate,
+                            r.restart, r.score, r.warning)
 
 
 def sweep(setup: finetuning.Setup, data: ClassificationData, task: ClassificationTask,
@@ -210,6 +236,7 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
         logging.info("learning rate %g, restart %d: dev score %.4f", rate, restart, mean)
         if best is None or mean > best[1].score:
             best = (model, runs[-1])
+    flag_degenerate_runs(runs, dev_majorities(data))
     if best is None:
         write_sweep_table(run.output_dir, runs, None)
         listed = ", ".join(f"{r.learning_rate:g} (restart {r.restart}) {r.status}" for r in runs)
@@ -222,11 +249,12 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
 def write_sweep_table(output_dir: str, runs: list[SweepRun], chosen: SweepRun | None) -> None:
     """`sweep_results.tsv`: one row per run with its dev scores; the chosen one starred."""
     keys = sorted({key for r in runs for key in r.scores})
-    lines = ["\t".join(["learning_rate", "restart", "dev_score", *keys, "status", "chosen"])]
+    lines = ["\t".join(["learning_rate", "restart", "dev_score", *keys, "status", "warning",
+                        "chosen"])]
     for r in runs:
         lines.append("\t".join([f"{r.learning_rate:g}", str(r.restart), f"{r.score:.4f}",
                                 *(f"{r.scores.get(key, float('nan')):.4f}" for key in keys),
-                                r.status, "*" if r is chosen else ""]))
+                                r.status, r.warning, "*" if r is chosen else ""]))
     write_atomically(os.path.join(output_dir, "sweep_results.tsv"), "\n".join(lines) + "\n")
 
 

@@ -99,6 +99,7 @@ class OptimizationConfig:
     num_warmup_steps: int | None = None  # warmup updates; None: from warmup_proportion
     num_train_epochs: float | None = 3.0  # passes over the data when num_train_steps is None
     warmup_proportion: float = 0.1  # share of the updates with linear warmup
+    adam_bias_correction: bool = False  # AdamW with Adam's bias correction; False: the original
 
     def __post_init__(self) -> None:
         check_positive("learning_rate", self.learning_rate)

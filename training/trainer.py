@@ -57,7 +57,8 @@ class TrainingRun:
         with strategy.scope():
             optimizer = create_optimizer(optimization.learning_rate, num_updates, num_warmup,
                                          optimization.optimizer,
-                                         gradient_accumulation_steps=self.accumulation)
+                                         gradient_accumulation_steps=self.accumulation,
+                                         adam_bias_correction=optimization.adam_bias_correction)
             if run.dtype == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
