@@ -157,6 +157,25 @@ def file_size_limit(limit: int):
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
+def run_killed(script: str, point: str, at: int, arguments: list[str],
+               sent: str = "SIGKILL") -> subprocess.CompletedProcess:
+    """Runs `script` with `arguments`, sent signal `sent` at `point` of step `at` (KILLER).
+
+    SIGKILL ends it at once; SIGINT and SIGTERM must end it with one line and the shell's
+    exit status for the signal.
+    """
+    result = subprocess.run([sys.executable, "-c", KILLER, script, point, str(at), sent,
+                             *arguments], capture_output=True, text=True, timeout=300, cwd=REPO)
+    number = getattr(signal, sent)
+    expected = -number if number == signal.SIGKILL else 128 + number
+    if result.returncode != expected:
+        raise AssertionError(f"not stopped at {point} {at} (exit {result.returncode}): "
+                             f"{result.stderr[-3000:]}")
+    if number != signal.SIGKILL and "Traceback" in result.stderr:
+        raise AssertionError(f"a traceback after {sent}: {result.stderr[-3000:]}")
+    return result
+
+
 class _FaultsTestCase(tf.test.TestCase, parameterized.TestCase):
     """The runs' shared checks, and the records and config every pre-training run reads."""
 
@@ -169,24 +188,6 @@ class _FaultsTestCase(tf.test.TestCase, parameterized.TestCase):
 
     def _tmp_path(self) -> Path:
         return Path(self.create_tempdir().full_path)
-
-    def run_killed(self, script: str, point: str, at: int, arguments: list[str],
-                   sent: str = "SIGKILL"):
-        """Runs `script` with `arguments`, sent signal `sent` at `point` of step `at` (KILLER).
-
-        SIGKILL ends it at once; SIGINT and SIGTERM must end it with one line and the shell's
-        exit status for the signal.
-        """
-        result = subprocess.run([sys.executable, "-c", KILLER, script, point, str(at), sent,
-                                 *arguments], capture_output=True, text=True, timeout=300,
-                                cwd=REPO)
-        number = getattr(signal, sent)
-        expected = -number if number == signal.SIGKILL else 128 + number
-        self.assertEqual(result.returncode, expected,
-                         f"not stopped at {point} {at}: {result.stderr[-3000:]}")
-        if number != signal.SIGKILL:
-            self.assertNotIn("Traceback", result.stderr, result.stderr[-3000:])
-        return result
 
     def assert_finite_checkpoints(self, folder) -> list[str]:
         prefixes = sorted({name.rsplit(".", 1)[0] for name in os.listdir(folder)
@@ -302,23 +303,23 @@ class ResumeAfterFaultsTest(_FaultsTestCase):
     def test_kills_and_signals_anywhere_then_rerun_end_bit_identical_with_dropout(self):
         resumed = self._tmp_path() / "resumed"
         arguments = pretraining_arguments(self.inputs, resumed)
-        self.run_killed(PRETRAINING, "save", 8, arguments)  # dies saving 8, after ckpt-4
+        run_killed(PRETRAINING, "save", 8, arguments)  # dies saving 8, after ckpt-4
         self.assertTrue((resumed / "ckpt-8_temp").is_dir())
         self.assertFalse((resumed / "ckpt-8.index").exists())
         self.assertEndsWith(tf.train.latest_checkpoint(str(resumed)), "ckpt-4")
         # Resumes at 4 (removing the dead save's leftovers), saves 8; SIGTERM while saving 12.
-        stopped = self.run_killed(PRETRAINING, "save", 12, arguments, "SIGTERM")
+        stopped = run_killed(PRETRAINING, "save", 12, arguments, "SIGTERM")
         self.assertEqual(last_line(stopped.stderr), (
             f"run_pretraining.py: interrupted (SIGTERM); the newest checkpoint is "
             f"{resumed}/ckpt-8; rerun the same command to resume"))
         self.assertEmpty(leftovers(resumed), "the interrupted save left its temporary files")
         # Resumes at 8, saves 12; Ctrl-C mid-interval.
-        stopped = self.run_killed(PRETRAINING, "step", 14, arguments, "SIGINT")
+        stopped = run_killed(PRETRAINING, "step", 14, arguments, "SIGINT")
         self.assertEqual(last_line(stopped.stderr), (
             f"run_pretraining.py: interrupted (SIGINT); the newest checkpoint is "
             f"{resumed}/ckpt-12; rerun the same command to resume"))
         # resumes at 12; 16 written, unlisted
-        self.run_killed(PRETRAINING, "index", 16, arguments)
+        run_killed(PRETRAINING, "index", 16, arguments)
         self.assertTrue((resumed / "ckpt-16.index").exists())
         self.assertEndsWith(tf.train.latest_checkpoint(str(resumed)), "ckpt-12")
         final = subprocess.run([sys.executable, PRETRAINING, *arguments], capture_output=True,
