@@ -60,6 +60,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 def console_main() -> None:
     """The installed `bert-export-model` command: the same as running this file."""
     define_flags()
+    entry.list_key_flags_under_program(__name__)
     entry.run(main)
 
 

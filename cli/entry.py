@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Callable
 
-from absl import app
+from absl import app, flags
 
 from cli.host_memory import keep_freed_heap_pages
 from core import faults
@@ -32,3 +32,15 @@ def run(main: Callable[[list[str]], None]) -> None:
     program = os.path.basename(sys.argv[0])
     with faults.one_line_endings(program):
         app.run(main)
+
+
+def list_key_flags_under_program(module_name: str,
+                                 flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Makes `--help` list `module_name`'s key flags when the program is another file.
+
+    absl's `--help` lists the key flags of the program file (`sys.argv[0]`).
+    For an installed command that file is the small wrapper pip writes, not
+    the runner, so its help would list no flag at all.
+    """
+    for flag in flag_values.get_key_flags_for_module(module_name):
+        flag_values.register_key_flag_for_module(sys.argv[0], flag)

@@ -122,6 +122,9 @@ def console_main() -> None:
     """The installed `bert-create-pretraining-data` command: the same as `python -m` this module."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     define_flags()
+    # --help lists the program file's key flags; installed, that file is pip's wrapper.
+    for flag in flags.FLAGS.get_key_flags_for_module(__name__):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     app.run(main)
 
 

@@ -5,10 +5,15 @@ the user's first call; reading pyproject.toml here catches it in the suite.
 """
 
 import importlib
+import sys
 import tomllib
+from unittest import mock
 from pathlib import Path
 
 import tensorflow as tf
+from absl import flags
+
+from cli import entry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +36,18 @@ class ConsoleScriptsTest(tf.test.TestCase):
             module = importlib.import_module(module_name)
             self.assertTrue(callable(getattr(module, function, None)), f"{command} -> {target}")
             self.assertTrue(callable(getattr(module, "define_flags", None)), module_name)
+
+    def test_an_installed_commands_help_lists_the_runners_flags(self):
+        import run_classifier
+
+        values = flags.FlagValues()
+        run_classifier.define_flags(values)
+        with mock.patch.object(sys, "argv", ["/env/bin/bert-run-classifier"]):
+            self.assertNotIn("--output_dir", values.main_module_help())
+            entry.list_key_flags_under_program(run_classifier.__name__, values)
+            help_text = values.main_module_help()
+        for flag in ("output_dir", "init_checkpoint", "do_train", "learning_rate", "task_name"):
+            self.assertRegex(help_text, rf"--(\[no\])?{flag}:")
 
     def test_installed_modules_include_every_script(self):
         with open(REPO / "pyproject.toml", "rb") as reader:
