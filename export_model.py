@@ -59,9 +59,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-export-model` command: the same as running this file."""
-    define_flags()
-    entry.list_key_flags_under_program(__name__)
-    entry.run(main)
+    entry.run_command(define_flags, main, __name__)
 
 
 if __name__ == "__main__":

@@ -44,3 +44,14 @@ def list_key_flags_under_program(module_name: str,
     """
     for flag in flag_values.get_key_flags_for_module(module_name):
         flag_values.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def run_command(define_flags: Callable[[], None], main: Callable[[list[str]], None],
+                module_name: str) -> None:
+    """A runner as a program: its flags defined, listed by `--help`, then `run(main)`.
+
+    The same whether the file is run as a script or as its installed command.
+    """
+    define_flags()
+    list_key_flags_under_program(module_name)
+    run(main)
