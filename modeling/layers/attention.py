@@ -11,7 +11,7 @@ from keras import ops
 from modeling.layers.dense import add_bias
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
-from modeling.layers.xla_context import compiled_by_xla
+from core.framework import compiled_by_xla
 
 # Added to the scores of masked keys (the original's value): the scores are
 # float32 here under every policy, where exp(-10000) underflows to exactly zero,

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling.layers.xla_context import compiled_by_xla
+from core.framework import compiled_by_xla
 
 
 def add_bias(inputs, bias):

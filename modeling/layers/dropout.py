@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from modeling.layers.xla_context import compiled_by_xla
+from core.framework import compiled_by_xla
 
 
 @keras.saving.register_keras_serializable(package="bert")

@@ -13,7 +13,7 @@ from modeling.layers import attention as attention_module
 from modeling.layers.attention import SelfAttention, attend, attention_bias
 from modeling.layers.dropout import Dropout
 from modeling.layers.transformer import TransformerBlock
-from modeling.layers.xla_context import compiled_by_xla
+from core.framework import compiled_by_xla
 from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer, pretraining_losses
 from tests.fixtures import tiny_config
