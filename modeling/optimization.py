@@ -34,6 +34,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from core.framework import OptimizerWithBatchUpdate
+
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
 
@@ -74,7 +76,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps, "end_lr": self.end_lr}
 
 
-class _DecoupledAdamBase(keras.optimizers.Optimizer):
+class _DecoupledAdamBase(OptimizerWithBatchUpdate):
     """Moments, decay choice, clipping after all-reduce and accumulation for both optimizers.
 
     Both share the moment updates m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2;
@@ -105,7 +107,7 @@ class _DecoupledAdamBase(keras.optimizers.Optimizer):
 
     def decays(self, variable) -> bool:
         """Whether `variable` gets weight decay (and, for LAMB, layer adaptation)."""
-        return len(variable.shape) >= 2 and self._use_weight_decay(variable)
+        return len(variable.shape) >= 2 and self.uses_weight_decay(variable)
 
     def _step(self, value, m, v, learning_rate, decays: bool, step):
         """The amount to subtract from a variable holding `value`, given its updated moments.
@@ -143,7 +145,7 @@ class _DecoupledAdamBase(keras.optimizers.Optimizer):
         """
         if isinstance(gradient, tf.IndexedSlices):
             gradient = tf.convert_to_tensor(gradient)
-        index = self._get_variable_index(variable)
+        index = self.variable_index(variable)
         m, v = self._m[index], self._v[index]
         step = ops.cast(self.iterations + 1, variable.dtype)
         new_m, new_v, new_value = _FUSED_UPDATE(
@@ -153,34 +155,26 @@ class _DecoupledAdamBase(keras.optimizers.Optimizer):
         self.assign(v, new_v)
         self.assign(variable, new_value)
 
-    def _get_current_learning_rate(self):
-        # Keras passes the micro-batch counter; a schedule counts updates.
-        if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
-            return self._learning_rate(self.iterations)
-        return super()._get_current_learning_rate()
-
-    def _backend_apply_gradients(self, grads, trainable_variables):
+    def apply_batch(self, grads, variables):
         """All-reduce, accumulate, clip by the global norm of the batch's gradient, update.
 
-        Replaces the TensorFlow backend's path, which clips before the
-        all-reduce and puts the update inside a `cond`. In a single-replica
-        context the all-reduce is the identity.
+        Unlike the TensorFlow backend's path, clipping follows the all-reduce
+        and no update sits inside a `cond`. In a single-replica context the
+        all-reduce is the identity.
         """
-        variables = [v.value if isinstance(v, keras.Variable) else v
-                     for v in trainable_variables]
-        grads = [g for g, _ in self._all_reduce_sum_gradients(list(zip(grads, variables)))]
+        replica = tf.distribute.get_replica_context()
+        if replica:
+            grads = replica.all_reduce(tf.distribute.ReduceOp.SUM, list(grads))
         steps = self.gradient_accumulation_steps
         accumulators, totals, apply = [], [], None
         if steps:
-            accumulators = [self._accumulated_gradients[self._get_variable_index(v)].value
-                            for v in variables]
+            accumulators = [self.gradient_accumulator(v).value for v in variables]
             totals = [acc + g for acc, g in zip(accumulators, grads)]
             grads = [total / steps for total in totals]
-            apply = ops.equal((self._iterations + 1) % steps, 0)
+            apply = ops.equal((self.micro_batches + 1) % steps, 0)
         clip_scale = _clip_scale(grads, self.global_clipnorm) if self.global_clipnorm else None
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            self._distributed_apply, self._distribution_strategy, grads, variables,
-            accumulators, totals, apply, self.learning_rate, clip_scale)
+        self.merge_call(self._distributed_apply, grads, variables, accumulators, totals, apply,
+                        self.learning_rate, clip_scale)
 
     def _distributed_apply(self, distribution, grads, variables, accumulators, totals, apply,
                            learning_rate, clip_scale):

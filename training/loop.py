@@ -42,6 +42,7 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic, faults
+from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
 from modeling.checkpoints.readers import damaged_checkpoint_error
 
@@ -110,7 +111,9 @@ class Trainer:
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         self._steps_per_update = getattr(inner, "gradient_accumulation_steps", None) or 1
-        self._dropout_seeds = dropout_seed_states(model)
+        # Not among the weights, but without them a resumed run draws other dropout masks
+        # than the run it continues. Saved by position: their names carry a per-process counter.
+        self._dropout_seeds = seed_generator_states(model)
         self.checkpoint = training_checkpoint(model, optimizer=optimizer, step=self.step_counter,
                                               dropout_seeds=self._dropout_seeds)
         saved = [*model.checkpoint_variables().values(), *optimizer.variables]
@@ -281,22 +284,6 @@ class Trainer:
         if not totals:
             raise ValueError("the evaluation data holds no complete batch")
         return {name: total / max(weight, 1e-12) for name, (total, weight) in totals.items()}
-
-
-def dropout_seed_states(model: keras.Model) -> list:
-    """The state variables of the random generators the model's dropout layers draw from.
-
-    They are not among the weights, but without them a resumed run draws
-    other dropout masks than the run it continues. Listed in layer order,
-    which the model's structure fixes, since their names carry a per-process
-    counter.
-    """
-    # Keras 3 has no public accessor; `Layer.variables` reads the same lists.
-    states = {}
-    for layer in model._flatten_layers():
-        for generator in layer._seed_generators:
-            states.setdefault(id(generator), generator.state)
-    return list(states.values())
 
 
 def remove_save_leftovers(checkpoint_dir: str) -> None:

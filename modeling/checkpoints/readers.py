@@ -28,14 +28,12 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from core.framework import OBJECT_GRAPH_KEY, saved_children
 from modeling.checkpoints import names
 
 # Where `writing.training_checkpoint` puts the weights in the object graph.
 _OWN_WEIGHTS_PATH = ("weights", "named")
-_VARIABLE_VALUE = "VARIABLE_VALUE"
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 class CheckpointError(ValueError):
@@ -184,7 +182,7 @@ def _read_tf_checkpoint(prefix: str) -> CheckpointTensors:
 
 def _read_tensors(prefix: str, reader) -> CheckpointTensors:
     keys = reader.get_variable_to_shape_map()
-    if _OBJECT_GRAPH_KEY in keys:
+    if OBJECT_GRAPH_KEY in keys:
         return _read_own(prefix, reader, keys)
     tensors, skipped = {}, []
     for key in keys:
@@ -204,27 +202,20 @@ def _read_own(prefix: str, reader, keys) -> CheckpointTensors:
     still links `weights` -> `named` -> each Google name to the node that
     holds the value, whatever key it was stored under.
     """
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
-    node = 0  # the root: the tf.train.Checkpoint
-    for step in _OWN_WEIGHTS_PATH:
-        children = {child.local_name: child.node_id for child in graph.nodes[node].children}
-        if step not in children:
-            top = ", ".join(child.local_name for child in graph.nodes[0].children)
-            raise CheckpointError(
-                f"{prefix}: an object-based checkpoint without model weights under "
-                f"{'/'.join(_OWN_WEIGHTS_PATH)!r} (it holds {top or 'nothing'}); it was not "
-                "written by this project")
-        node = children[step]
-    tensors, used = {}, {_OBJECT_GRAPH_KEY}
-    for child in graph.nodes[node].children:
-        key = next((attribute.checkpoint_key for attribute in
-                    graph.nodes[child.node_id].attributes
-                    if attribute.name == _VARIABLE_VALUE), None)
+    try:
+        weights = saved_children(reader, _OWN_WEIGHTS_PATH)
+    except KeyError:
+        top = ", ".join(saved_children(reader, ()))
+        raise CheckpointError(
+            f"{prefix}: an object-based checkpoint without model weights under "
+            f"{'/'.join(_OWN_WEIGHTS_PATH)!r} (it holds {top or 'nothing'}); it was not "
+            "written by this project") from None
+    tensors, used = {}, {OBJECT_GRAPH_KEY}
+    for name, key in weights.items():
         if key not in keys:
-            raise CheckpointError(f"{prefix}: weight {child.local_name} is listed but its value "
+            raise CheckpointError(f"{prefix}: weight {name} is listed but its value "
                                   "was not saved; the checkpoint is damaged")
-        tensors[child.local_name] = reader.get_tensor(key)
+        tensors[name] = reader.get_tensor(key)
         used.add(key)
     # Optimizer slots, step counters, input position and any other saved state.
     skipped = sorted(set(keys) - used)

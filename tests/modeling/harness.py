@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.framework import all_layers
+
 Factory = Callable[..., keras.Layer]
 
 
@@ -130,8 +132,7 @@ class KerasTestCase(tf.test.TestCase, parameterized.TestCase):
         network = make(dtype="mixed_float16")
         outputs = outputs_of(network, inputs)
         self.assertEqual({variable.dtype for variable in network.weights}, {"float32"})
-        # Keras has no public walk over nested sublayers; this is the one it uses itself.
-        layers = list(network._flatten_layers(include_self=True))
+        layers = all_layers(network)
         norms = [layer for layer in layers if isinstance(layer, keras.layers.LayerNormalization)]
         self.assertTrue(all(layer.compute_dtype == "float32" for layer in norms))
         computing = [layer for layer in layers

@@ -26,6 +26,7 @@ import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.framework import OBJECT_GRAPH_KEY, seed_generator_states
 from modeling.checkpoints import CheckpointError
 from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
 from training import loop
@@ -58,21 +59,23 @@ if point == "step":
         original(self, step, logs)
     loop.CheckpointEvery.__call__ = call
 elif point == "save":
-    from tensorflow.python.checkpoint import functional_saver
-    merge = functional_saver.gen_io_ops.merge_v2_checkpoints
+    from core.framework import CHECKPOINT_SAVE_STEPS
+    owner, name = CHECKPOINT_SAVE_STEPS[point]
+    merge = getattr(owner, name)
     def merge_or_die(prefixes, destination, *args, **kwargs):
         if os.path.basename(destination.numpy().decode()) == f"ckpt-{at}":
             die()
         return merge(prefixes, destination, *args, **kwargs)
-    functional_saver.gen_io_ops.merge_v2_checkpoints = merge_or_die
+    setattr(owner, name, merge_or_die)
 elif point == "index":
-    from tensorflow.python.checkpoint import checkpoint_management
-    update = checkpoint_management.update_checkpoint_state_internal
+    from core.framework import CHECKPOINT_SAVE_STEPS
+    owner, name = CHECKPOINT_SAVE_STEPS[point]
+    update = getattr(owner, name)
     def update_or_die(save_dir, model_checkpoint_path, *args, **kwargs):
         if os.path.basename(model_checkpoint_path) == f"ckpt-{at}":
             die()
         return update(save_dir, model_checkpoint_path, *args, **kwargs)
-    checkpoint_management.update_checkpoint_state_internal = update_or_die
+    setattr(owner, name, update_or_die)
 runpy.run_path(script, run_name="__main__")
 """
 
@@ -89,7 +92,7 @@ def leftovers(folder) -> list[str]:
 def checkpoint_values(prefix) -> dict[str, np.ndarray]:
     reader = tf.train.load_checkpoint(str(prefix))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")}
+            if name != OBJECT_GRAPH_KEY}
 
 
 def pretraining_arguments(inputs, output_dir, **flags) -> list[str]:
@@ -399,7 +402,7 @@ class TrainerFaultsTest(_FaultsTestCase):
     def test_dropout_random_state_is_in_the_training_checkpoint(self):
         tmp_path = self._tmp_path()
         trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
-        states = loop.dropout_seed_states(model)
+        states = seed_generator_states(model)
         self.assertLen(states, 1)
         trainer.train(data, 3)
         trainer.save()
@@ -407,7 +410,7 @@ class TrainerFaultsTest(_FaultsTestCase):
 
         fresh, fresh_model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         self.assertEqual(fresh.step, 3)
-        self.assertAllEqual(loop.dropout_seed_states(fresh_model)[0].numpy(), drawn)
+        self.assertAllEqual(seed_generator_states(fresh_model)[0].numpy(), drawn)
 
     def test_start_removes_only_a_dead_saves_temporary_files(self):
         tmp_path = self._tmp_path()
