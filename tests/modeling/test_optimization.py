@@ -2,8 +2,8 @@
 
 import keras
 import numpy as np
-import pytest
 import tensorflow as tf
+from absl.testing import parameterized
 
 from modeling.config import BertConfig
 from modeling.optimization import BertAdamW, Lamb, WarmupLinearDecay, create_optimizer
@@ -64,144 +64,148 @@ def reference(params, grads_seq, names, lamb, init_lr=0.1, total=6, warmup=2, wd
     return params
 
 
-@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
-def test_updates_match_numpy_reference(optimizer_type):
-    model = tiny_model()
-    variables = model.trainable_variables
-    initial = [v.numpy() for v in variables]
-    grads_seq = gradient_sequence(model, 5)
-    optimizer = create_optimizer(0.1, num_train_steps=6, num_warmup_steps=2,
-                                 optimizer_type=optimizer_type)
-    step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)))
-    for grads in grads_seq:
-        step([tf.constant(g, "float32") for g in grads])
-    expected = reference(initial, grads_seq, [v.path for v in variables],
-                         lamb=optimizer_type == "lamb")
-    for variable, want in zip(variables, expected):
-        np.testing.assert_allclose(variable.numpy(), want, atol=1e-6, err_msg=variable.path)
-    assert isinstance(optimizer, {"adamw": BertAdamW, "lamb": Lamb}[optimizer_type])
-
-
-def test_keras_adamw_differs_by_its_bias_correction():
-    """Why BertAdamW exists: Keras' first step is lr * sign(g), the original's about 3.16x."""
-    steps = {}
-    for name, optimizer in [("keras", keras.optimizers.AdamW(1.0, weight_decay=0.0,
-                                                             epsilon=1e-6)),
-                            ("bert", BertAdamW(1.0, weight_decay_rate=0.0))]:
-        variable = keras.Variable(np.zeros((2, 2), "float32"))
-        optimizer.apply_gradients([(tf.ones((2, 2)), variable)])
-        steps[name] = -variable.numpy()[0, 0]
-    np.testing.assert_allclose(steps["keras"], 1.0, rtol=1e-3)
-    np.testing.assert_allclose(steps["bert"], 0.1 / np.sqrt(0.001), rtol=1e-3)
-
-
-def test_schedule_values():
-    schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
-    values = {step: float(schedule(step)) for step in (0, 5, 9, 10, 55, 100, 150)}
-    expected = {0: 0.0, 5: 5e-5, 9: 9e-5, 10: 9e-5, 55: 4.5e-5, 100: 0.0, 150: 0.0}
-    for step, want in expected.items():
-        assert values[step] == pytest.approx(want, rel=1e-6, abs=1e-12), step
-    no_warmup = WarmupLinearDecay(2.0, num_train_steps=4, end_lr=1.0)
-    assert [float(no_warmup(step)) for step in range(6)] == [2.0, 1.75, 1.5, 1.25, 1.0, 1.0]
-
-
-def test_schedule_and_optimizer_serialize():
-    schedule = WarmupLinearDecay(3e-5, 1000, 100, end_lr=1e-6)
-    restored = keras.optimizers.schedules.deserialize(
-        keras.optimizers.schedules.serialize(schedule))
-    assert isinstance(restored, WarmupLinearDecay)
-    assert restored.get_config() == schedule.get_config()
-    optimizer = create_optimizer(1e-4, 1000, 100, optimizer_type="lamb",
-                                 gradient_accumulation_steps=4)
-    clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
-    assert isinstance(clone, Lamb)
-    config = clone.get_config()
-    assert (config["weight_decay_rate"], config["epsilon"], config["global_clipnorm"],
-            config["gradient_accumulation_steps"]) == (0.01, 1e-6, 1.0, 4)
-    assert float(clone.learning_rate) == 0.0
-
-
-def test_decay_exclusions_follow_the_original_names():
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=8)
-    model = BertPretrainer(config)
-    optimizer = create_optimizer(1e-4, 10, 1)
-    names = model.checkpoint_variables()
-    assert len(names) > 10
-    for name, variable in names.items():
-        expected = not any(part in name for part in ORIGINAL_EXCLUDED)
-        assert optimizer.decays(variable) == expected, name
-    optimizer = create_optimizer(1e-4, 10, 1)
-    optimizer.exclude_from_weight_decay(var_names=["word_embeddings"])
-    assert not optimizer.decays(names["bert/embeddings/word_embeddings"])
-    assert optimizer.decays(names["bert/embeddings/position_embeddings"])
-
-
 def first_moments(optimizer):
     return [v.numpy() for v in optimizer.variables if v.path.endswith("_m")]
 
 
-@pytest.mark.parametrize("clip_norm", [1.0, None])
-def test_global_norm_clipping(clip_norm):
-    variables = [keras.Variable(np.zeros((3, 4), "float32")), keras.Variable(np.zeros(4))]
-    grads = [np.full((3, 4), 2.0, "float32"), np.full(4, 2.0, "float32")]
-    optimizer = create_optimizer(1e-3, 10, 0, clip_norm=clip_norm)
-    optimizer.apply_gradients(zip([tf.constant(g) for g in grads], variables))
-    scale = 1.0 / 8.0 if clip_norm else 1.0  # the global norm is sqrt(16 * 4) = 8
-    for moment, grad in zip(first_moments(optimizer), grads):
-        np.testing.assert_allclose(moment, 0.1 * grad * scale, rtol=1e-6)
+class OptimizerUpdateTest(tf.test.TestCase, parameterized.TestCase):
+
+    @parameterized.parameters("adamw", "lamb")
+    def test_updates_match_numpy_reference(self, optimizer_type):
+        model = tiny_model()
+        variables = model.trainable_variables
+        initial = [v.numpy() for v in variables]
+        grads_seq = gradient_sequence(model, 5)
+        optimizer = create_optimizer(0.1, num_train_steps=6, num_warmup_steps=2,
+                                     optimizer_type=optimizer_type)
+        step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)))
+        for grads in grads_seq:
+            step([tf.constant(g, "float32") for g in grads])
+        expected = reference(initial, grads_seq, [v.path for v in variables],
+                             lamb=optimizer_type == "lamb")
+        for variable, want in zip(variables, expected):
+            self.assertAllClose(variable.numpy(), want, atol=1e-6, rtol=1e-7, msg=variable.path)
+        self.assertIsInstance(optimizer, {"adamw": BertAdamW, "lamb": Lamb}[optimizer_type])
+
+    def test_keras_adamw_differs_by_its_bias_correction(self):
+        """Why BertAdamW exists: Keras' first step is lr * sign(g), the original's about 3.16x."""
+        steps = {}
+        for name, optimizer in [("keras", keras.optimizers.AdamW(1.0, weight_decay=0.0,
+                                                                 epsilon=1e-6)),
+                                ("bert", BertAdamW(1.0, weight_decay_rate=0.0))]:
+            variable = keras.Variable(np.zeros((2, 2), "float32"))
+            optimizer.apply_gradients([(tf.ones((2, 2)), variable)])
+            steps[name] = -variable.numpy()[0, 0]
+        self.assertAllClose(steps["keras"], 1.0, rtol=1e-3, atol=0)
+        self.assertAllClose(steps["bert"], 0.1 / np.sqrt(0.001), rtol=1e-3, atol=0)
+
+    def test_decay_exclusions_follow_the_original_names(self):
+        config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=32,
+                            max_position_embeddings=8)
+        model = BertPretrainer(config)
+        optimizer = create_optimizer(1e-4, 10, 1)
+        names = model.checkpoint_variables()
+        self.assertGreater(len(names), 10)
+        for name, variable in names.items():
+            expected = not any(part in name for part in ORIGINAL_EXCLUDED)
+            self.assertEqual(optimizer.decays(variable), expected, msg=name)
+        optimizer = create_optimizer(1e-4, 10, 1)
+        optimizer.exclude_from_weight_decay(var_names=["word_embeddings"])
+        self.assertFalse(optimizer.decays(names["bert/embeddings/word_embeddings"]))
+        self.assertTrue(optimizer.decays(names["bert/embeddings/position_embeddings"]))
+
+    @parameterized.parameters(1.0, None)
+    def test_global_norm_clipping(self, clip_norm):
+        variables = [keras.Variable(np.zeros((3, 4), "float32")), keras.Variable(np.zeros(4))]
+        grads = [np.full((3, 4), 2.0, "float32"), np.full(4, 2.0, "float32")]
+        optimizer = create_optimizer(1e-3, 10, 0, clip_norm=clip_norm)
+        optimizer.apply_gradients(zip([tf.constant(g) for g in grads], variables))
+        scale = 1.0 / 8.0 if clip_norm else 1.0  # the global norm is sqrt(16 * 4) = 8
+        for moment, grad in zip(first_moments(optimizer), grads):
+            self.assertAllClose(moment, 0.1 * grad * scale, rtol=1e-6, atol=0)
+
+    @parameterized.parameters("adamw", "lamb")
+    def test_accumulated_micro_batches_equal_one_big_batch(self, optimizer_type):
+        """4 micro-batches of 2, accumulated, step like one batch of 8 (linear model, MSE)."""
+        rng = np.random.default_rng(3)
+        x = rng.normal(size=(3, 8, 4)).astype("float32")
+        y = rng.normal(size=(3, 8, 2)).astype("float32")
+        runs = {}
+        for accumulate in (1, 4):
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+            model.set_weights([np.ones((4, 2), "float32"), np.zeros(2, "float32")])
+            optimizer = create_optimizer(0.05, num_train_steps=3, num_warmup_steps=1,
+                                         optimizer_type=optimizer_type,
+                                         gradient_accumulation_steps=accumulate)
+
+            @tf.function
+            def step(inputs, targets, model=model, optimizer=optimizer):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean((model(inputs) - targets) ** 2)
+                variables = model.trainable_variables
+                optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+
+            for batch in range(3):
+                for part in np.split(np.arange(8), accumulate):
+                    step(x[batch, part], y[batch, part])
+            self.assertEqual(int(optimizer.iterations), 3)
+            runs[accumulate] = model.get_weights()
+        for big, accumulated in zip(runs[1], runs[4]):
+            self.assertAllClose(accumulated, big, atol=1e-6, rtol=1e-7)
+
+    def test_each_variable_update_is_one_compiled_computation(self):
+        """The moments, the step and the new value come out of one XLA call per variable."""
+        variables = [keras.Variable(np.ones((3, 4), "float32")), keras.Variable(np.ones(4))]
+        optimizer = create_optimizer(1e-3, 10, 0)
+        optimizer.build(variables)
+        step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)))
+        graph = step.get_concrete_function(
+            [tf.TensorSpec(v.shape, "float32") for v in variables]).graph
+        calls = [op for op in graph.get_operations()
+                 if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+        compiled = [op for op in calls if op.get_attr("_XlaMustCompile")]
+        self.assertLen(compiled, len(variables))
+        updates = {op.type for op in graph.get_operations()} & {"AssignSubVariableOp", "Square"}
+        self.assertEmpty(updates)  # no element-wise update math outside the compiled calls
 
 
-@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
-def test_accumulated_micro_batches_equal_one_big_batch(optimizer_type):
-    """4 micro-batches of 2, accumulated, step like one batch of 8 (linear model, MSE)."""
-    rng = np.random.default_rng(3)
-    x = rng.normal(size=(3, 8, 4)).astype("float32")
-    y = rng.normal(size=(3, 8, 2)).astype("float32")
-    runs = {}
-    for accumulate in (1, 4):
-        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-        model.set_weights([np.ones((4, 2), "float32"), np.zeros(2, "float32")])
-        optimizer = create_optimizer(0.05, num_train_steps=3, num_warmup_steps=1,
-                                     optimizer_type=optimizer_type,
-                                     gradient_accumulation_steps=accumulate)
+class ScheduleAndArgumentsTest(tf.test.TestCase):
 
-        @tf.function
-        def step(inputs, targets, model=model, optimizer=optimizer):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean((model(inputs) - targets) ** 2)
-            variables = model.trainable_variables
-            optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    def test_schedule_values(self):
+        schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+        values = {step: float(schedule(step)) for step in (0, 5, 9, 10, 55, 100, 150)}
+        expected = {0: 0.0, 5: 5e-5, 9: 9e-5, 10: 9e-5, 55: 4.5e-5, 100: 0.0, 150: 0.0}
+        for step, want in expected.items():
+            self.assertNear(values[step], want, max(1e-6 * abs(want), 1e-12), msg=f"step {step}")
+        no_warmup = WarmupLinearDecay(2.0, num_train_steps=4, end_lr=1.0)
+        self.assertEqual([float(no_warmup(step)) for step in range(6)],
+                         [2.0, 1.75, 1.5, 1.25, 1.0, 1.0])
 
-        for batch in range(3):
-            for part in np.split(np.arange(8), accumulate):
-                step(x[batch, part], y[batch, part])
-        assert int(optimizer.iterations) == 3
-        runs[accumulate] = model.get_weights()
-    for big, accumulated in zip(runs[1], runs[4]):
-        np.testing.assert_allclose(accumulated, big, atol=1e-6)
+    def test_schedule_and_optimizer_serialize(self):
+        schedule = WarmupLinearDecay(3e-5, 1000, 100, end_lr=1e-6)
+        restored = keras.optimizers.schedules.deserialize(
+            keras.optimizers.schedules.serialize(schedule))
+        self.assertIsInstance(restored, WarmupLinearDecay)
+        self.assertEqual(restored.get_config(), schedule.get_config())
+        optimizer = create_optimizer(1e-4, 1000, 100, optimizer_type="lamb",
+                                     gradient_accumulation_steps=4)
+        clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+        self.assertIsInstance(clone, Lamb)
+        config = clone.get_config()
+        self.assertEqual((config["weight_decay_rate"], config["epsilon"],
+                          config["global_clipnorm"], config["gradient_accumulation_steps"]),
+                         (0.01, 1e-6, 1.0, 4))
+        self.assertEqual(float(clone.learning_rate), 0.0)
 
-
-def test_invalid_arguments():
-    with pytest.raises(ValueError, match="optimizer_type.*adamw, lamb"):
-        create_optimizer(1e-4, 10, 1, optimizer_type="sgd")
-    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
-        create_optimizer(1e-4, 10, 1, gradient_accumulation_steps=0)
-    with pytest.raises(ValueError, match="num_warmup_steps"):
-        WarmupLinearDecay(1e-4, 10, 20)
+    def test_invalid_arguments(self):
+        with self.assertRaisesRegex(ValueError, "optimizer_type.*adamw, lamb"):
+            create_optimizer(1e-4, 10, 1, optimizer_type="sgd")
+        with self.assertRaisesRegex(ValueError, "gradient_accumulation_steps"):
+            create_optimizer(1e-4, 10, 1, gradient_accumulation_steps=0)
+        with self.assertRaisesRegex(ValueError, "num_warmup_steps"):
+            WarmupLinearDecay(1e-4, 10, 20)
 
 
-def test_each_variable_update_is_one_compiled_computation():
-    """The moments, the step and the new value come out of one XLA call per variable."""
-    variables = [keras.Variable(np.ones((3, 4), "float32")), keras.Variable(np.ones(4))]
-    optimizer = create_optimizer(1e-3, 10, 0)
-    optimizer.build(variables)
-    step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)))
-    graph = step.get_concrete_function(
-        [tf.TensorSpec(v.shape, "float32") for v in variables]).graph
-    calls = [op for op in graph.get_operations()
-             if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
-    compiled = [op for op in calls if op.get_attr("_XlaMustCompile")]
-    assert len(compiled) == len(variables)
-    updates = {op.type for op in graph.get_operations()} & {"AssignSubVariableOp", "Square"}
-    assert not updates  # no element-wise update math outside the compiled calls
+if __name__ == "__main__":
+    tf.test.main()
