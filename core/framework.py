@@ -92,6 +92,9 @@ from tensorflow.python.trackable.constants import (  # noqa: E402
 )
 
 
+_OPTIMIZER = "keras.optimizers.Optimizer"
+
+
 def _instance_internal(instance: object, owner: str, name: str) -> object:
     """`instance.<name>`, a private attribute Keras sets on instances of `owner`."""
     try:
@@ -139,7 +142,7 @@ class OptimizerWithBatchUpdate(keras.optimizers.Optimizer):
     def _get_current_learning_rate(self):
         # Keras evaluates a schedule at the micro-batch count, which with
         # accumulation runs N times too fast; here it sees the update count.
-        learning_rate = _instance_internal(self, "keras.optimizers.Optimizer", "_learning_rate")
+        learning_rate = _instance_internal(self, _OPTIMIZER, "_learning_rate")
         if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
             return learning_rate(self.iterations)
         return super()._get_current_learning_rate()
@@ -147,7 +150,7 @@ class OptimizerWithBatchUpdate(keras.optimizers.Optimizer):
     @property
     def micro_batches(self) -> keras.Variable:
         """Micro-batches applied so far; the public `iterations` counts updates."""
-        return _instance_internal(self, "keras.optimizers.Optimizer", "_iterations")
+        return _instance_internal(self, _OPTIMIZER, "_iterations")
 
     def variable_index(self, variable) -> int:
         """The position of `variable` (or of one replica's copy) in the optimizer's slots."""
@@ -155,8 +158,7 @@ class OptimizerWithBatchUpdate(keras.optimizers.Optimizer):
 
     def gradient_accumulator(self, variable) -> keras.Variable:
         """The variable that sums `variable`'s gradients between updates."""
-        accumulators = _instance_internal(self, "keras.optimizers.Optimizer",
-                                          "_accumulated_gradients")
+        accumulators = _instance_internal(self, _OPTIMIZER, "_accumulated_gradients")
         return accumulators[self._get_variable_index(variable)]
 
     def uses_weight_decay(self, variable) -> bool:
@@ -170,8 +172,7 @@ class OptimizerWithBatchUpdate(keras.optimizers.Optimizer):
         strategy runs without merge calls (GPUs under XLA); TensorFlow's
         interim helper picks the right one.
         """
-        strategy = _instance_internal(self, "keras.optimizers.Optimizer",
-                                      "_distribution_strategy")
+        strategy = _instance_internal(self, _OPTIMIZER, "_distribution_strategy")
         return tf.__internal__.distribute.interim.maybe_merge_call(fn, strategy, *args)
 
 
