@@ -17,7 +17,6 @@ import os
 import secrets
 from typing import Iterable, Sequence
 
-import tensorflow as tf
 from absl import flags
 
 from cli import quiet_start
@@ -230,7 +229,7 @@ def run_task(values: flags.FlagValues, family: Task[TaskSettingsT], task: TaskSe
 
 
 def start_run(values: flags.FlagValues, training: TrainingConfig, owner: str,
-              config: BertConfig) -> tf.distribute.Strategy:
+              config: BertConfig):
     """Checks and claims the output folder, then returns the strategy the flags ask for.
 
     The strategy comes before any other TensorFlow work: multi-worker

@@ -32,7 +32,7 @@ class TaskResult:
     """What a task scored, what it wrote, and the model it trained or loaded."""
 
     scores: dict[str, float]  # as eval_results.txt holds them; empty when nothing was scored
-    outputs: tuple[str, ...]  # the files and folders written, in the order written
+    outputs: tuple[str, ...]  # files and folders written, in order (a checkpoint by its prefix)
     model: keras.Model | None = None  # None for a task that keeps no model (features)
 
 
