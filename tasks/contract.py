@@ -15,7 +15,7 @@ found and checked (its config, its tokenizer), `training` how a run batches, sav
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Protocol, TypeVar, runtime_checkable
 
 import keras
 import tensorflow as tf
@@ -36,6 +36,7 @@ class TaskResult:
     model: keras.Model | None = None  # None for a task that keeps no model (features)
 
 
+@runtime_checkable
 class Task(Protocol[TaskT]):
     """A task family: its settings dataclass is `TaskT`."""
 

@@ -35,6 +35,7 @@ class PythonApiTest(tf.test.TestCase):
         self.tmp_path = Path(self.create_tempdir().full_path)
         self.flags_were_parsed = flags.FLAGS.is_parsed()
         flags.FLAGS.unparse_flags()
+        self.assertFalse(flags.FLAGS.is_parsed())
 
     def tearDown(self):
         if self.flags_were_parsed:
