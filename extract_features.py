@@ -35,9 +35,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    extraction = features.FeatureExtraction(values.input_file, values.output_file, values.layers,
-                                            values.max_seq_length, values.batch_size)
-    features.run(runner_flags.model_files_from_flags(values), extraction)
+    task = features.FeatureTask(values.input_file, values.output_file, values.layers,
+                                values.max_seq_length, values.batch_size)
+    # The contract's two steps, without training settings, strategy or a folder to claim.
+    resolved = features.TASK.prepare(task, runner_flags.model_files_from_flags(values))
+    features.TASK.run(task, resolved)
 
 
 def console_main() -> None:

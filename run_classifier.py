@@ -33,7 +33,6 @@ from absl import flags
 
 from cli import entry, runner_flags
 from tasks import classification
-from training import finetuning
 
 FLAGS = flags.FLAGS
 
@@ -95,11 +94,8 @@ def task_from_flags(values: flags.FlagValues) -> classification.ClassificationTa
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
     task = task_from_flags(values)
-    files, run, optimization, _ = runner_flags.training_configs(values)
-    strategy = runner_flags.start_run(values, run, f"classification:{task.task_name.lower()}",
-                                      files)
-    setup = finetuning.setup(files, run, strategy)
-    classification.run(task, files, run, optimization, setup)
+    runner_flags.run_task(values, classification.TASK, task,
+                          f"classification:{task.task_name.lower()}")
 
 
 def console_main() -> None:

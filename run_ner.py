@@ -35,7 +35,6 @@ from absl import flags
 from cli import entry, runner_flags
 from modeling.feature_tagger import FEATURE_LAYERS
 from tasks import tagging
-from training import finetuning
 
 FLAGS = flags.FLAGS
 
@@ -99,10 +98,7 @@ def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
     task = task_from_flags(values)
-    files, run, optimization, _ = runner_flags.training_configs(values)
-    tagging.check(task, files, optimization)
-    strategy = runner_flags.start_run(values, run, f"ner:{task.mode}", files)
-    tagging.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
+    runner_flags.run_task(values, tagging.TASK, task, f"ner:{task.mode}")
 
 
 def console_main() -> None:

@@ -23,9 +23,9 @@ from absl import flags
 
 from cli import entry, runner_flags
 from tasks import pretraining
-from training import configs
 
 FLAGS = flags.FLAGS
+REQUIRED = ("input_file", "output_dir")  # the config too, from a flag or the checkpoint's folder
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -37,25 +37,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.adopt_module_key_flags(runner_flags, flag_values)  # all of them listed by --help
 
 
-def configs_from_flags(values: flags.FlagValues
-                       ) -> tuple[configs.ModelFiles, configs.RunConfig,
-                                  configs.OptimizationConfig, configs.DistributionConfig,
-                                  pretraining.PretrainingData]:
-    """The run's configs; building them refuses every bad flag before any work starts."""
-    files, run, optimization, distribution = runner_flags.training_configs(
-        values, require=("input_file", "bert_config_file", "output_dir"))
-    data = pretraining.PretrainingData(values.input_file, values.eval_input_file,
+def task_from_flags(values: flags.FlagValues) -> pretraining.PretrainingTask:
+    """The records and the objective as the task's config, which refuses bad values."""
+    return pretraining.PretrainingTask(values.input_file, values.eval_input_file,
                                        values.objective, values.max_predictions_per_seq,
                                        values.max_eval_steps, values.do_train, values.do_eval)
-    pretraining.check(files, run, data)
-    return files, run, optimization, distribution, data
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    files, run, optimization, _, data = configs_from_flags(values)
-    strategy = runner_flags.start_run(values, run, f"pretraining:{data.objective}", files)
-    pretraining.run(files, run, optimization, data, strategy)
+    task = task_from_flags(values)
+    runner_flags.run_task(values, pretraining.TASK, task, f"pretraining:{task.objective}",
+                          REQUIRED)
 
 
 def console_main() -> None:

@@ -47,7 +47,6 @@ from absl import flags
 
 from cli import entry, runner_flags
 from tasks import squad
-from training import finetuning
 
 FLAGS = flags.FLAGS
 
@@ -95,12 +94,9 @@ def task_from_flags(values: flags.FlagValues) -> squad.SquadTask:
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(values)
-    files, run, optimization, _ = runner_flags.training_configs(values)
-    strategy = runner_flags.start_run(values, run, "squad", files)
-    results = squad.run(task, files, run, optimization, finetuning.setup(files, run, strategy))
-    if results:
-        print(json.dumps(results, indent=2))
+    result = runner_flags.run_task(values, squad.TASK, task_from_flags(values), "squad")
+    if result.scores:
+        print(json.dumps(result.scores, indent=2))
 
 
 def console_main() -> None:

@@ -1,7 +1,8 @@
 """Every runner's flags, defined once per group, and their conversion into configs.
 
 The runners define the groups they need, then turn the parsed values into
-the dataclasses of `training.configs` with the `*_from_flags` functions;
+the dataclasses of `training.configs` and `tasks.model_files` with the
+`*_from_flags` functions, and `run_task` hands them to a task's contract;
 building those configs is the validation, so a bad value is refused with
 the same message whether it came from a flag or from Python. Nothing here
 reads absl's global `FLAGS`: each function takes the `FlagValues` to read,
@@ -14,16 +15,17 @@ import dataclasses
 import math
 import os
 import secrets
-from pathlib import Path
 from typing import Iterable, Sequence
 
-from absl import flags, logging
+from absl import flags
 
 from cli import quiet_start
 from core import run_folder
-from modeling import pretrained
-from modeling.config import BertConfig, ConfigError
-from training.configs import (DistributionConfig, ModelFiles, OptimizationConfig, RunConfig,
+from modeling.config import BertConfig
+from tasks import contract
+from tasks.contract import Task, TaskResult, TaskSettingsT
+from tasks.model_files import ModelFiles
+from training.configs import (DistributionConfig, OptimizationConfig, TrainingConfig,
                               check_batch_split, check_weights_to_evaluate)
 from training.distribution import PRECISIONS, STRATEGIES, set_precision
 from training.loop import is_chief
@@ -136,71 +138,36 @@ def define_distribution_flags(flag_values: flags.FlagValues) -> None:
                       "there) and on one GPU (as Keras does).", **into)
 
 
-def check_required(values: flags.FlagValues, names: Iterable[str],
-                   files: ModelFiles | None = None) -> None:
-    """Refuses a run without the files it cannot do without, before anything is read.
+def check_required(values: flags.FlagValues, names: Iterable[str]) -> None:
+    """Refuses a run without the flags it cannot do without, before anything is read.
 
-    The model's files are checked as `files` holds them, after
-    `--init_checkpoint`'s folder filled in those no flag named.
+    The model's files are required by the task's rule, when they are
+    resolved (`tasks.model_files`), since `--init_checkpoint`'s folder may
+    hold them.
     """
     for name in names:
-        value = getattr(files, name) if hasattr(files, name) else values[name].value
-        if not value:
-            beside = (" (or an --init_checkpoint whose folder holds it)"
-                      if name in ("bert_config_file", "vocab_file") else "")
-            raise ValueError(f"--{name} is required{beside}")
+        if not values[name].value:
+            raise ValueError(f"--{name} is required")
 
 
 def model_files_from_flags(values: flags.FlagValues) -> ModelFiles:
-    """The model's files; with `--init_checkpoint`, those no flag names come from its folder.
+    """The model's files as the flags name them; the casing is None unless a flag gives it.
 
-    The config, the vocabulary and the casing are the ones
-    `modeling.load_config` / `load_tokenizer` find for that checkpoint, so
-    a Google, Hugging Face or own folder configures the run by itself.
+    Files no flag names are found in `--init_checkpoint`'s folder when the
+    task resolves them, after every flag value has been checked.
     """
-    config_file, vocab_file = values.bert_config_file, values.vocab_file
-    lower_case = values["do_lower_case"].value if "do_lower_case" in values else True
+    lower_case = True  # a runner without the flag never tokenizes
+    if "do_lower_case" in values:
+        lower_case = values.do_lower_case if values["do_lower_case"].present else None
     transfer = values["transfer_layers"].value if "transfer_layers" in values else None
-    source = values.init_checkpoint
-    # Flag values are checked before any file is looked at or downloaded.
-    ModelFiles(config_file, vocab_file, lower_case, source, transfer)
-    casing_given = "do_lower_case" not in values or values["do_lower_case"].present
-    if source and not (config_file and vocab_file and casing_given):
-        found_config, found_vocab, found_casing = _files_in(source, needed=not config_file)
-        taken = []
-        if not config_file and found_config:
-            config_file = str(found_config)
-            taken.append(f"--bert_config_file={config_file}")
-        if not vocab_file and found_vocab:
-            vocab_file = str(found_vocab)
-            taken.append(f"--vocab_file={vocab_file}")
-        if not casing_given and found_casing is not None:
-            lower_case = found_casing
-            taken.append(f"--do_lower_case={str(lower_case).lower()}")
-        if taken:
-            logging.info("From --init_checkpoint=%s: %s", source, " ".join(taken))
-    return ModelFiles(config_file, vocab_file, lower_case, source, transfer)
+    return ModelFiles(values.bert_config_file, values.vocab_file, lower_case,
+                      values.init_checkpoint, transfer)
 
 
-def _files_in(source: str, needed: bool) -> tuple[Path | None, Path | None, bool | None]:
-    """The folder's files, or nothing when the config is named by a flag and the folder fails.
-
-    With the config named by a flag, a checkpoint that is not there yet must
-    not stop the run before its flags are checked: loading it reports that,
-    naming the path, and a missing vocabulary is reported as a required flag.
-    """
-    try:
-        return pretrained.model_files(source)
-    except (ConfigError, OSError):
-        if needed:
-            raise
-        return None, None, None
-
-
-def run_config_from_flags(values: flags.FlagValues) -> RunConfig:
-    """The run's config; flags a runner does not define keep the config's defaults."""
-    names = [field.name for field in dataclasses.fields(RunConfig)]
-    return RunConfig(**{name: values[name].value for name in names if name in values})
+def training_config_from_flags(values: flags.FlagValues) -> TrainingConfig:
+    """The training settings; flags a runner does not define keep the config's defaults."""
+    names = [field.name for field in dataclasses.fields(TrainingConfig)]
+    return TrainingConfig(**{name: values[name].value for name in names if name in values})
 
 
 def optimization_from_flags(values: flags.FlagValues) -> OptimizationConfig:
@@ -225,43 +192,56 @@ def distribution_from_flags(values: flags.FlagValues) -> DistributionConfig:
                               values.tpu_timeout_s, values.cpu_replicas)
 
 
-def training_configs(values: flags.FlagValues, require: Sequence[str] = (
-        "bert_config_file", "vocab_file", "output_dir")
-        ) -> tuple[ModelFiles, RunConfig, OptimizationConfig, DistributionConfig]:
+def training_configs(values: flags.FlagValues, require: Sequence[str] = ("output_dir",)
+                     ) -> tuple[ModelFiles, TrainingConfig, OptimizationConfig,
+                                DistributionConfig]:
     """Every runner's one validation of the shared flags: refuses, or returns the configs."""
-    files = model_files_from_flags(values)
-    check_required(values, require, files)
+    model_files = model_files_from_flags(values)
+    check_required(values, require)
     actions = [name for name in ("do_train", "do_eval", "do_predict") if name in values]
     if not any(values[name].value for name in actions):
         named = [f"--{name}" for name in actions]
         listed = ", ".join(named) if len(named) > 2 else " and ".join(named)
         raise ValueError(f"at least one of {listed} must be set")
-    run = run_config_from_flags(values)
+    training = training_config_from_flags(values)
     optimization = optimization_from_flags(values)
     distribution = distribution_from_flags(values)
-    check_batch_split(run, optimization)
+    check_batch_split(training, optimization)
     scoring = [f"--{name}" for name in ("do_eval", "do_predict")
                if name in values and values[name].value]
     if scoring:  # pre-training (counted in steps) also evaluates the checkpoint it resumes
         check_weights_to_evaluate(" and ".join(scoring), values.do_train, values.init_checkpoint,
-                                  run.output_dir if "num_train_steps" in values else None)
-    return files, run, optimization, distribution
+                                  training.output_dir if "num_train_steps" in values else None)
+    return model_files, training, optimization, distribution
 
 
-def start_run(values: flags.FlagValues, run: RunConfig, task: str, files: ModelFiles):
+def run_task(values: flags.FlagValues, family: Task[TaskSettingsT], task: TaskSettingsT,
+             owner: str, require: Sequence[str] = ("output_dir",)) -> TaskResult:
+    """Every training runner's one path: its flags as configs, then the task's contract.
+
+    Between `prepare` and `run`, the output folder is checked and claimed for
+    `owner` (e.g. `classification:sst-2`) and the strategy made.
+    """
+    model_files, training, optimization, _ = training_configs(values, require)
+    return contract.run_task(family, task, model_files, training, optimization,
+                             start=lambda resolved: start_run(values, training, owner,
+                                                              resolved.config))
+
+
+def start_run(values: flags.FlagValues, training: TrainingConfig, owner: str,
+              config: BertConfig):
     """Checks and claims the output folder, then returns the strategy the flags ask for.
 
     The strategy comes before any other TensorFlow work: multi-worker
     collectives must be set up before any op runs. The chief (the one
-    writer) then claims the folder for `task` and the model config
+    writer) then claims the folder for `owner` and the model `config`
     (`core.run_folder`): a second live run, or a run of another task or
     model, is refused before any work.
     """
-    check_output_dir(run.output_dir)
+    check_output_dir(training.output_dir)
     strategy = strategy_from_flags(values)
-    if "://" not in run.output_dir and is_chief(strategy):
-        config = BertConfig.from_json_file(files.bert_config_file).to_dict()
-        run_folder.claim(run.output_dir, task, config)
+    if "://" not in training.output_dir and is_chief(strategy):
+        run_folder.claim(training.output_dir, owner, config.to_dict())
     return strategy
 
 

@@ -1,7 +1,8 @@
-"""The paper's tasks as library code: each takes configs, never flags.
+"""The paper's tasks as library code: each takes settings, never flags.
 
-Every task module offers the same few steps, so a runner, a notebook or an
-experiment driver composes them the same way: read its data, build its
-model, the loss, score predictions, write the outputs; and `run`, which
-does all of them in order for the actions asked for.
+Every task module exposes one `TASK` implementing `tasks.contract.Task`:
+`prepare` checks the settings and resolves the model's files by the task's
+rule (`tasks.model_files`), `run` reads the data, builds the model, trains,
+scores and writes the outputs the task's settings ask for, and returns a
+`TaskResult`. `tasks.contract.run_task` does both in order.
 """

@@ -17,6 +17,7 @@ import os
 
 import keras
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from core.atomic import write_atomically
@@ -26,9 +27,11 @@ from evaluation.degenerate_runs import majority_accuracy, run_warning
 from evaluation.results import write_eval_results
 from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
                                   regression_loss)
+from tasks.contract import TaskResult
+from tasks.model_files import FINE_TUNING, ModelFiles, ResolvedModel, resolve_model_files
 from tasks.serving import export_classifier
 from training import finetuning, loop
-from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_non_negative
+from training.configs import OptimizationConfig, TrainingConfig, check_non_negative
 
 KINDS = ("classification", "regression", "multiple_choice")
 
@@ -148,17 +151,17 @@ def read_data(task: ClassificationTask, tokenizer, max_seq_length: int) -> Class
         test={k: (arrays(v, k), v) for k, v in test.items()})
 
 
-def build_model(setup: finetuning.Setup, data: ClassificationData, task: ClassificationTask,
-                files: ModelFiles) -> keras.Model:
+def build_model(resolved: ResolvedModel, strategy: tf.distribute.Strategy,
+                data: ClassificationData, task: ClassificationTask) -> keras.Model:
     def model_fn() -> keras.Model:
         if data.kind == "multiple_choice":
-            return BertMultipleChoice(setup.config, causal=task.causal)
-        return BertClassifier(setup.config, num_labels=len(data.labels or [None]),
+            return BertMultipleChoice(resolved.config, causal=task.causal)
+        return BertClassifier(resolved.config, num_labels=len(data.labels or [None]),
                               causal=task.causal, lm_aux_weight=task.lm_aux_weight,
                               both_orders=task.both_orders, bilstm_units=task.bilstm_units)
 
-    return finetuning.build_model(setup.strategy, model_fn, files.init_checkpoint,
-                                  files.transfer_layers)
+    return finetuning.build_model(strategy, model_fn, resolved.files.init_checkpoint,
+                                  resolved.files.transfer_layers)
 
 
 def loss(data: ClassificationData) -> loop.LossFunction:
@@ -202,8 +205,8 @@ def flag_degenerate_runs(runs: list[SweepRun], majorities: dict[str, float]) -> 
                             r.restart, r.score, r.warning)
 
 
-def sweep(setup: finetuning.Setup, data: ClassificationData, task: ClassificationTask,
-          files: ModelFiles, run: RunConfig, optimization: OptimizationConfig
+def sweep(resolved: ResolvedModel, strategy: tf.distribute.Strategy, data: ClassificationData,
+          task: ClassificationTask, training: TrainingConfig, optimization: OptimizationConfig
           ) -> tuple[keras.Model, list[SweepRun], SweepRun]:
     """Fine-tunes every (learning rate, restart); returns the best model, every run, the best.
 
@@ -214,22 +217,22 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
     grid = [(rate, restart) for rate in rates for restart in range(task.num_restarts)]
     best, runs = None, []
     for rate, restart in grid:
-        run_dir = run.output_dir if len(grid) == 1 else os.path.join(
-            run.output_dir, "runs", f"lr{rate:g}_restart{restart}")
-        keras.utils.set_random_seed(run.random_seed + restart)
-        model = build_model(setup, data, task, files)
+        run_dir = training.output_dir if len(grid) == 1 else os.path.join(
+            training.output_dir, "runs", f"lr{rate:g}_restart{restart}")
+        keras.utils.set_random_seed(training.random_seed + restart)
+        model = build_model(resolved, strategy, data, task)
         try:
-            step = finetuning.train(model, setup.strategy, data.train, loss(data),
-                                    dataclasses.replace(optimization, learning_rate=rate), run,
-                                    run_dir, seed=run.random_seed + restart)
+            step = finetuning.train(model, strategy, data.train, loss(data),
+                                    dataclasses.replace(optimization, learning_rate=rate),
+                                    training, run_dir, seed=training.random_seed + restart)
         except loop.TrainingDiverged as error:
             if len(grid) == 1:
                 raise
             runs.append(SweepRun(rate, restart, math.nan, {}, f"diverged at step {error.step}"))
             logging.warning("learning rate %g, restart %d: %s", rate, restart, error)
             continue
-        scores = score(data, model, run.eval_batch_size) if data.dev else {}
-        finetuning.write_eval_scalars(setup.strategy, run_dir, step, scores)
+        scores = score(data, model, training.eval_batch_size) if data.dev else {}
+        finetuning.write_eval_scalars(strategy, run_dir, step, scores)
         mean = float(np.mean([v for k, v in scores.items() if k.endswith("_score")])) \
             if scores else 0.0
         runs.append(SweepRun(rate, restart, mean, scores, "finished"))
@@ -238,15 +241,15 @@ def sweep(setup: finetuning.Setup, data: ClassificationData, task: Classificatio
             best = (model, runs[-1])
     flag_degenerate_runs(runs, dev_majorities(data))
     if best is None:
-        write_sweep_table(run.output_dir, runs, None)
+        write_sweep_table(training.output_dir, runs, None)
         listed = ", ".join(f"{r.learning_rate:g} (restart {r.restart}) {r.status}" for r in runs)
         raise ValueError(f"every run of the sweep diverged: {listed}; see "
-                         f"{os.path.join(run.output_dir, 'sweep_results.tsv')} and pass "
+                         f"{os.path.join(training.output_dir, 'sweep_results.tsv')} and pass "
                          "lower --learning_rates")
     return best[0], runs, best[1]
 
 
-def write_sweep_table(output_dir: str, runs: list[SweepRun], chosen: SweepRun | None) -> None:
+def write_sweep_table(output_dir: str, runs: list[SweepRun], chosen: SweepRun | None) -> str:
     """`sweep_results.tsv`: one row per run with its dev scores; the chosen one starred."""
     keys = sorted({key for r in runs for key in r.scores})
     lines = ["\t".join(["learning_rate", "restart", "dev_score", *keys, "status", "warning",
@@ -255,13 +258,15 @@ def write_sweep_table(output_dir: str, runs: list[SweepRun], chosen: SweepRun | 
         lines.append("\t".join([f"{r.learning_rate:g}", str(r.restart), f"{r.score:.4f}",
                                 *(f"{r.scores.get(key, float('nan')):.4f}" for key in keys),
                                 r.status, r.warning, "*" if r is chosen else ""]))
-    write_atomically(os.path.join(output_dir, "sweep_results.tsv"), "\n".join(lines) + "\n")
+    path = os.path.join(output_dir, "sweep_results.tsv")
+    write_atomically(path, "\n".join(lines) + "\n")
+    return path
 
 
 def write_submissions(data: ClassificationData, model: keras.Model, task: ClassificationTask,
-                      output_dir: str, batch_size: int) -> None:
+                      output_dir: str, batch_size: int) -> list[str]:
     """`submission/<stem>.tsv`: GLUE's server layout, or SWAG's `id<TAB>prediction`."""
-    folder = os.path.join(output_dir, "submission")
+    folder, written = os.path.join(output_dir, "submission"), []
     for stem, (arrays, examples) in data.test.items():
         predictions = finetuning.predict(model, arrays, batch_size)
         if data.kind == "multiple_choice":
@@ -275,32 +280,51 @@ def write_submissions(data: ClassificationData, model: keras.Model, task: Classi
                                   indices=[example.guid for example in examples],
                                   majority_label=majority)
         logging.info("Wrote %s/%s.tsv (%d rows)", folder, stem, len(examples))
+        written.append(os.path.join(folder, f"{stem}.tsv"))
+    return written
 
 
-def run(task: ClassificationTask, files: ModelFiles, run_config: RunConfig,
-        optimization: OptimizationConfig, setup: finetuning.Setup | None = None
-        ) -> tuple[keras.Model, dict[str, float]]:
-    """Trains (the sweep), evaluates and predicts as `task` asks; returns the model and scores."""
-    setup = setup or finetuning.setup(files, run_config)
-    output_dir = run_config.output_dir
-    data = read_data(task, setup.tokenizer, run_config.max_seq_length)
-    results = {}
-    if task.do_train:
-        model, runs, chosen = sweep(setup, data, task, files, run_config, optimization)
-        write_sweep_table(output_dir, runs, chosen)
-        finetuning.save_model_files(model, setup.config, files, output_dir, data.labels)
-        results = chosen.scores
-    else:
-        model = build_model(setup, data, task, files)
+class Classification:
+    """The contract (`tasks.contract.Task`) for `ClassificationTask`."""
+
+    def prepare(self, task: ClassificationTask, model_files: ModelFiles,
+                training: TrainingConfig, optimization: OptimizationConfig) -> ResolvedModel:
+        del task, optimization  # the task's own checks run when it is built
+        return resolve_model_files(model_files, FINE_TUNING, training.max_seq_length)
+
+    def run(self, task: ClassificationTask, resolved: ResolvedModel, training: TrainingConfig,
+            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
+            ) -> TaskResult:
+        """Trains (the sweep), evaluates and predicts as `task` asks."""
+        strategy = strategy or tf.distribute.get_strategy()
+        output_dir = training.output_dir
+        finetuning.remove_dead_temporaries(strategy, output_dir)
+        data = read_data(task, resolved.tokenizer, training.max_seq_length)
+        scores, written = {}, []
+        if task.do_train:
+            model, runs, chosen = sweep(resolved, strategy, data, task, training, optimization)
+            written.append(write_sweep_table(output_dir, runs, chosen))
+            written.extend(finetuning.save_model_files(model, resolved.config,
+                                                       resolved.files.vocab_file, output_dir,
+                                                       data.labels))
+            scores = chosen.scores
+        else:
+            model = build_model(resolved, strategy, data, task)
+            if task.do_eval:
+                scores = score(data, model, training.eval_batch_size)
+                finetuning.write_eval_scalars(strategy, output_dir, 0, scores)
         if task.do_eval:
-            results = score(data, model, run_config.eval_batch_size)
-            finetuning.write_eval_scalars(setup.strategy, output_dir, 0, results)
-    if task.do_eval:
-        write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
-    if task.do_predict:
-        write_submissions(data, model, task, output_dir, run_config.predict_batch_size)
-    if task.do_train and task.export_saved_model and data.kind != "multiple_choice":
-        path = export_classifier(model, setup.tokenizer, run_config.max_seq_length, data.labels,
-                                 data.pair, os.path.join(output_dir, "saved_model"))
-        logging.info("Exported %s (serving signature takes raw strings)", path)
-    return model, results
+            written.append(os.path.join(output_dir, "eval_results.txt"))
+            write_eval_results(written[-1], scores)
+        if task.do_predict:
+            written.extend(write_submissions(data, model, task, output_dir,
+                                             training.predict_batch_size))
+        if task.do_train and task.export_saved_model and data.kind != "multiple_choice":
+            written.append(export_classifier(model, resolved.tokenizer, training.max_seq_length,
+                                             data.labels, data.pair,
+                                             os.path.join(output_dir, "saved_model")))
+            logging.info("Exported %s (serving signature takes raw strings)", written[-1])
+        return TaskResult(scores, tuple(written), model)
+
+
+TASK = Classification()

@@ -24,19 +24,20 @@ from absl import logging
 
 from core.atomic import atomic_open
 from modeling.checkpoints import load_weights
-from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from tasks.contract import TaskResult
+from tasks.model_files import FROZEN_ENCODER, ModelFiles, ResolvedModel, resolve_model_files
 from text.sentence_pairs import pack
 from text.text_files import read_utf8_lines
 from text.tokenization import FullTokenizer
-from training.configs import ModelFiles, check_positive, check_sequence_length
+from training.configs import OptimizationConfig, TrainingConfig, check_positive
 
 # The original's separator; a line ending in it (its trailing space stripped) has an empty B.
 _PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\|(?: (.*))?$")
 
 
 @dataclasses.dataclass(frozen=True)
-class FeatureExtraction:
+class FeatureTask:
     """What to read, what to write, and which layers."""
 
     input_file: str  # one text, or `text_a ||| text_b`, per line
@@ -119,32 +120,45 @@ def feature_records(texts: list[tuple[str, str | None]], tokenizer: FullTokenize
         progress.add(len(batch))
 
 
-def run(files: ModelFiles, extraction: FeatureExtraction) -> int:
-    """Writes the features of every input text (whole or not at all); returns the count."""
-    for name in ("bert_config_file", "init_checkpoint", "vocab_file"):
-        if not getattr(files, name):
-            raise ValueError(f"--{name} is required")
-    if os.path.isdir(extraction.output_file):  # found now, not after every feature is computed
-        raise IsADirectoryError(f"--output_file={extraction.output_file} is a folder; pass the "
-                                "name of the JSON-lines file to write")
-    config = BertConfig.from_json_file(files.bert_config_file)
-    check_sequence_length(extraction.max_seq_length, config.max_position_embeddings,
-                          files.bert_config_file)
-    layer_indices = parse_layer_indices(extraction.layers, config.num_hidden_layers)
-    tokenizer = FullTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
-    texts = read_texts(extraction.input_file)
+class Features:
+    """The contract (`tasks.contract.Task`) for `FeatureTask`.
 
-    encoder = BertEncoder(config, output_hidden_states=True)
-    report = load_weights(encoder, files.init_checkpoint)
-    if report.missing:
-        raise ValueError(f"{files.init_checkpoint} lacks encoder weights: "
-                         f"{', '.join(sorted(report.missing))}")
-    logging.info(report.summary())
+    Extraction trains nothing: its sizes are the task's own (the original's
+    flags), so `training` and `optimization` may be None and are not read.
+    """
 
-    os.makedirs(os.path.dirname(os.path.abspath(extraction.output_file)), exist_ok=True)
-    with atomic_open(extraction.output_file) as writer:
-        for record in feature_records(texts, tokenizer, encoder, layer_indices,
-                                      extraction.max_seq_length, extraction.batch_size):
-            writer.write(json.dumps(record) + "\n")
-    logging.info("Wrote features of %d texts to %s", len(texts), extraction.output_file)
-    return len(texts)
+    def prepare(self, task: FeatureTask, model_files: ModelFiles,
+                training: TrainingConfig | None = None,
+                optimization: OptimizationConfig | None = None) -> ResolvedModel:
+        del training, optimization  # see the class docstring
+        if os.path.isdir(task.output_file):  # found now, not after every feature is computed
+            raise IsADirectoryError(f"--output_file={task.output_file} is a folder; pass the "
+                                    "name of the JSON-lines file to write")
+        resolved = resolve_model_files(model_files, FROZEN_ENCODER, task.max_seq_length)
+        parse_layer_indices(task.layers, resolved.config.num_hidden_layers)
+        return resolved
+
+    def run(self, task: FeatureTask, resolved: ResolvedModel,
+            training: TrainingConfig | None = None, optimization: OptimizationConfig | None = None,
+            strategy: tf.distribute.Strategy | None = None) -> TaskResult:
+        """Writes the features of every input text, whole or not at all."""
+        del training, optimization, strategy  # one forward pass at a time, on this device
+        layer_indices = parse_layer_indices(task.layers, resolved.config.num_hidden_layers)
+        texts = read_texts(task.input_file)
+        encoder = BertEncoder(resolved.config, output_hidden_states=True)
+        report = load_weights(encoder, resolved.files.init_checkpoint)
+        if report.missing:
+            raise ValueError(f"{resolved.files.init_checkpoint} lacks encoder weights: "
+                             f"{', '.join(sorted(report.missing))}")
+        logging.info(report.summary())
+
+        os.makedirs(os.path.dirname(os.path.abspath(task.output_file)), exist_ok=True)
+        with atomic_open(task.output_file) as writer:
+            for record in feature_records(texts, resolved.tokenizer, encoder, layer_indices,
+                                          task.max_seq_length, task.batch_size):
+                writer.write(json.dumps(record) + "\n")
+        logging.info("Wrote features of %d texts to %s", len(texts), task.output_file)
+        return TaskResult({}, (task.output_file,))
+
+
+TASK = Features()

@@ -21,22 +21,20 @@ from absl import logging
 from core import atomic
 from evaluation.results import write_eval_results
 from modeling.checkpoints import export_google_checkpoint, load_weights
-from modeling.config import BertConfig
-from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
-from text.tokenization import load_vocab
+from modeling.pretrainer import (OBJECTIVES, BertPretrainer, pretraining_losses,
+                                 pretraining_metric_sums)
+from tasks.contract import TaskResult
+from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_model_files
 from training import loop
-from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
-                              check_positive, check_sequence_length,
-                              check_weights_to_evaluate)
+from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
+                              check_positive, check_weights_to_evaluate)
 from training.input_pipeline import (list_files, naming_corrupt_records,
                                      naming_out_of_vocabulary_ids, pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
 
-OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
-
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingData:
+class PretrainingTask:
     """The records to train and evaluate on, and what to do with them."""
 
     input_file: str  # TFRecord files: glob or comma-separated globs
@@ -59,13 +57,13 @@ class PretrainingData:
             raise ValueError("at least one of --do_train and --do_eval must be set")
 
 
-def check(files: ModelFiles, run: RunConfig, data: PretrainingData) -> None:
+def check(task: PretrainingTask, model_files: ModelFiles, training: TrainingConfig) -> None:
     """Refuses settings that would fail late or give a run that exits 0 with a wrong result."""
-    if data.max_predictions_per_seq > run.max_seq_length:
+    if task.max_predictions_per_seq > training.max_seq_length:
         raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
-    if data.do_eval:
-        check_weights_to_evaluate("--do_eval", data.do_train, files.init_checkpoint,
-                                  run.output_dir)
+    if task.do_eval:
+        check_weights_to_evaluate("--do_eval", task.do_train, model_files.init_checkpoint,
+                                  training.output_dir)
 
 
 _SAMPLED_RECORDS = 64
@@ -97,102 +95,110 @@ def check_records_fit_objective(file_pattern: str, objective: str) -> None:
                          "for --objective=ltr); the masked LM would learn nothing")
 
 
-def build_model(files: ModelFiles, run: RunConfig, data: PretrainingData
-                ) -> tuple[BertConfig, BertPretrainer]:
-    config = BertConfig.from_json_file(files.bert_config_file)
-    check_sequence_length(run.max_seq_length, config.max_position_embeddings,
-                          files.bert_config_file)
-    if files.vocab_file:
-        # A vocab_size padded past the file (to a multiple of 8, say) is fine.
-        tokens = len(load_vocab(files.vocab_file))
-        if tokens > config.vocab_size:
-            raise ValueError(f"{files.vocab_file} holds {tokens} tokens, more than "
-                             f"vocab_size={config.vocab_size} of {files.bert_config_file}")
-    return config, BertPretrainer(config, objective=data.objective)
+def loss(task: PretrainingTask) -> loop.LossFunction:
+    return lambda features, outputs: pretraining_losses(features, outputs, task.objective)
 
 
-def loss(data: PretrainingData) -> loop.LossFunction:
-    return lambda features, outputs: pretraining_losses(features, outputs, data.objective)
+def train(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedModel,
+          training: TrainingConfig) -> None:
+    """Trains on `task.input_file`, naming a damaged record or an id past the vocabulary."""
+    def build(context, micro_batch):
+        return pretraining_dataset(task.input_file, micro_batch, training.max_seq_length,
+                                   task.max_predictions_per_seq, True, input_context=context,
+                                   seed=training.random_seed,
+                                   vocab_size=resolved.config.vocab_size)
+
+    with naming_corrupt_records(task.input_file), naming_out_of_vocabulary_ids(
+            task.input_file, resolved.config.vocab_size, resolved.files.bert_config_file):
+        training_run.train(build)
 
 
-def score(training: TrainingRun, run: RunConfig, data: PretrainingData, config: BertConfig,
-          files: ModelFiles) -> dict[str, float]:
+def score(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedModel,
+          training: TrainingConfig) -> dict[str, float]:
     """Weighted means of the losses and accuracies, plus the LM's perplexity."""
-    eval_input = data.eval_input_file or data.input_file
+    eval_input = task.eval_input_file or task.input_file
 
     def build(context):
-        return pretraining_dataset(eval_input, run.eval_batch_size, run.max_seq_length,
-                                   data.max_predictions_per_seq, False, input_context=context,
-                                   seed=run.random_seed, vocab_size=config.vocab_size)
+        return pretraining_dataset(eval_input, training.eval_batch_size, training.max_seq_length,
+                                   task.max_predictions_per_seq, False, input_context=context,
+                                   seed=training.random_seed,
+                                   vocab_size=resolved.config.vocab_size)
 
     with naming_corrupt_records(eval_input), naming_out_of_vocabulary_ids(
-            eval_input, config.vocab_size, files.bert_config_file):
-        results = training.evaluate(
-            training.strategy.distribute_datasets_from_function(build),
-            lambda features, outputs: pretraining_metric_sums(features, outputs, data.objective),
-            data.max_eval_steps)
-    loss_key = "lm_loss" if data.objective == "ltr" else "masked_lm_loss"
-    results["perplexity"] = math.exp(min(results[loss_key], 50.0))
-    return results
+            eval_input, resolved.config.vocab_size, resolved.files.bert_config_file):
+        scores = training_run.evaluate(
+            training_run.strategy.distribute_datasets_from_function(build),
+            lambda features, outputs: pretraining_metric_sums(features, outputs, task.objective),
+            task.max_eval_steps)
+    loss_key = "lm_loss" if task.objective == "ltr" else "masked_lm_loss"
+    scores["perplexity"] = math.exp(min(scores[loss_key], 50.0))
+    return scores
 
 
-def write_outputs(model: BertPretrainer, config: BertConfig, files: ModelFiles,
-                  output_dir: str) -> None:
+def write_outputs(model: BertPretrainer, resolved: ResolvedModel, output_dir: str) -> list[str]:
     """The config and vocabulary beside the checkpoints, and Google's layout under export/."""
-    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     export_dir = os.path.join(output_dir, "export")
+    written = [os.path.join(output_dir, "bert_config.json"),
+               os.path.join(export_dir, "bert_model.ckpt"),
+               os.path.join(export_dir, "bert_config.json")]
+    resolved.config.to_json_file(written[0])
     atomic.remove_dead_temporaries(export_dir)
-    export_google_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"))
-    config.to_json_file(os.path.join(export_dir, "bert_config.json"))
-    if files.vocab_file:
+    export_google_checkpoint(model, written[1])
+    resolved.config.to_json_file(written[2])
+    if resolved.files.vocab_file:
         for folder in (output_dir, export_dir):
-            shutil.copyfile(files.vocab_file, os.path.join(folder, "vocab.txt"))
+            written.append(os.path.join(folder, "vocab.txt"))
+            shutil.copyfile(resolved.files.vocab_file, written[-1])
+    return written
 
 
-def run(files: ModelFiles, run_config: RunConfig, optimization: OptimizationConfig,
-        data: PretrainingData, strategy: tf.distribute.Strategy | None = None
-        ) -> tuple[BertPretrainer, dict[str, float]]:
-    """Trains and/or evaluates; returns the model and the evaluation results (empty without)."""
-    check(files, run_config, data)
-    for wanted, pattern in ((data.do_train, data.input_file),
-                            (data.do_eval, data.eval_input_file or data.input_file)):
-        if wanted:
-            check_records_fit_objective(pattern, data.objective)
-    strategy = strategy or tf.distribute.get_strategy()
-    keras.utils.set_random_seed(run_config.random_seed)
-    os.makedirs(run_config.output_dir, exist_ok=True)
-    with strategy.scope():
-        config, model = build_model(files, run_config, data)
-    updates, warmup = optimization.schedule(None, run_config.train_batch_size)
-    training = TrainingRun(model, loss(data), strategy, optimization, run_config, updates,
-                           warmup, run_config.output_dir)
-    if training.restored_from:
-        logging.info("Resuming from %s at step %d", training.restored_from, training.step)
-    elif files.init_checkpoint:
-        logging.info(load_weights(model, files.init_checkpoint).summary())
+class Pretraining:
+    """The contract (`tasks.contract.Task`) for `PretrainingTask`."""
 
-    if data.do_train:
-        def build(context, micro_batch):
-            return pretraining_dataset(data.input_file, micro_batch, run_config.max_seq_length,
-                                       data.max_predictions_per_seq, True,
-                                       input_context=context, seed=run_config.random_seed,
-                                       vocab_size=config.vocab_size)
+    def prepare(self, task: PretrainingTask, model_files: ModelFiles, training: TrainingConfig,
+                optimization: OptimizationConfig) -> ResolvedModel:
+        del optimization  # checked when it is built
+        check(task, model_files, training)
+        return resolve_model_files(model_files, PRETRAINING, training.max_seq_length)
 
-        with naming_corrupt_records(data.input_file), naming_out_of_vocabulary_ids(
-                data.input_file, config.vocab_size, files.bert_config_file):
-            training.train(build)
-
-    chief = training.trainer.chief
-    results = {}
-    if data.do_eval:
-        results = score(training, run_config, data, config, files)
+    def run(self, task: PretrainingTask, resolved: ResolvedModel, training: TrainingConfig,
+            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
+            ) -> TaskResult:
+        """Trains and/or evaluates; the scores are empty without do_eval."""
+        for wanted, pattern in ((task.do_train, task.input_file),
+                                (task.do_eval, task.eval_input_file or task.input_file)):
+            if wanted:
+                check_records_fit_objective(pattern, task.objective)
+        strategy = strategy or tf.distribute.get_strategy()
+        output_dir = training.output_dir
+        keras.utils.set_random_seed(training.random_seed)
+        os.makedirs(output_dir, exist_ok=True)
+        with strategy.scope():
+            model = BertPretrainer(resolved.config, objective=task.objective)
+        updates, warmup = optimization.schedule(None, training.train_batch_size)
+        training_run = TrainingRun(model, loss(task), strategy, optimization, training, updates,
+                                   warmup, output_dir)
+        if training_run.restored_from:
+            logging.info("Resuming from %s at step %d", training_run.restored_from,
+                         training_run.step)
+        elif resolved.files.init_checkpoint:
+            logging.info(load_weights(model, resolved.files.init_checkpoint).summary())
+        if task.do_train:
+            train(training_run, task, resolved, training)
+        chief = training_run.trainer.chief
+        scores, written = {}, []
+        if task.do_eval:
+            scores = score(training_run, task, resolved, training)
+            if chief:
+                global_step = training_run.global_step
+                loop.write_scalars(os.path.join(output_dir, "logs", "eval"), global_step, scores)
+                written.append(os.path.join(output_dir, "eval_results.txt"))
+                write_eval_results(written[-1], {**scores, "global_step": global_step})
         if chief:
-            global_step = training.global_step
-            loop.write_scalars(os.path.join(run_config.output_dir, "logs", "eval"),
-                               global_step, results)
-            write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"),
-                               {**results, "global_step": global_step})
-    if chief:
-        write_outputs(model, config, files, run_config.output_dir)
-    logging.info("final weights checksum: %.6f", weights_checksum(model))
-    return model, results
+            written.extend(write_outputs(model, resolved, output_dir))
+        logging.info("final weights checksum: %.6f", weights_checksum(model))
+        return TaskResult(scores, tuple(written), model)
+
+
+
+TASK = Pretraining()

@@ -13,6 +13,7 @@ import dataclasses
 import os
 
 import keras
+import tensorflow as tf
 from absl import logging
 
 from data_prep.datasets.squad import SquadExample, read_squad_examples
@@ -21,10 +22,12 @@ from data_prep.datasets.squad_features import (InputFeatures, convert_examples_t
 from evaluation.results import write_eval_results
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
 from modeling.task_models import BertSpanModel, span_loss
-from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
+from tasks.contract import TaskResult
+from tasks.model_files import FINE_TUNING, ModelFiles, ResolvedModel, resolve_model_files
 from tasks.serving_span import export_span_model
+from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from training import finetuning
-from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
+from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
                               check_positive)
 
 _LOGGED_WINDOWS = 20
@@ -81,29 +84,31 @@ def read_data(task: SquadTask, path: str, tokenizer, max_seq_length: int, is_tra
     return examples, features
 
 
-def build_model(setup: finetuning.Setup, task: SquadTask, files: ModelFiles) -> keras.Model:
+def build_model(resolved: ResolvedModel, strategy: tf.distribute.Strategy,
+                task: SquadTask) -> keras.Model:
     return finetuning.build_model(
-        setup.strategy, lambda: BertSpanModel(setup.config, bilstm_units=task.bilstm_units,
-                                              causal=task.causal),
-        files.init_checkpoint, files.transfer_layers)
+        strategy, lambda: BertSpanModel(resolved.config, bilstm_units=task.bilstm_units,
+                                        causal=task.causal),
+        resolved.files.init_checkpoint, resolved.files.transfer_layers)
 
 
 def write_outputs(model: keras.Model, task: SquadTask, examples: list[SquadExample],
-                  features: list[InputFeatures], do_lower_case: bool, run: RunConfig
-                  ) -> tuple[dict[str, str], dict[str, float]]:
-    """Writes the prediction files; returns (answers, null odds (v2.0)) for scoring."""
+                  features: list[InputFeatures], do_lower_case: bool, training: TrainingConfig
+                  ) -> tuple[dict[str, str], dict[str, float], list[str]]:
+    """Writes the prediction files; returns (answers, null odds (v2.0)) for scoring, and
+    the files' paths."""
     arrays = features_to_arrays(features)
-    outputs = finetuning.predict(model, arrays, run.predict_batch_size)
+    outputs = finetuning.predict(model, arrays, training.predict_batch_size)
     results = [RawResult(int(unique_id), start, end) for unique_id, start, end
                in zip(arrays["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
     predictions, nbest, null_odds = compute_predictions(
         examples, features, results, task.n_best_size, task.max_answer_length,
         do_lower_case, task.version_2_with_negative, task.null_score_diff_threshold)
-    write_prediction_files(run.output_dir, predictions, nbest, null_odds)
+    written = write_prediction_files(training.output_dir, predictions, nbest, null_odds)
     empty = sum(1 for text in predictions.values() if not text)
     logging.info("Wrote answers to %d questions (%d of them empty) in %s", len(predictions),
-                 empty, run.output_dir)
-    return predictions, null_odds
+                 empty, training.output_dir)
+    return predictions, null_odds, written
 
 
 def score(task: SquadTask, predictions: dict[str, str],
@@ -121,37 +126,53 @@ def score(task: SquadTask, predictions: dict[str, str],
                             na_prob_thresh=task.null_score_diff_threshold))
 
 
-def run(task: SquadTask, files: ModelFiles, run_config: RunConfig,
-        optimization: OptimizationConfig, setup: finetuning.Setup | None = None
-        ) -> dict[str, float]:
-    """Trains, predicts and scores as `task` asks; returns the scores (empty without do_eval)."""
-    setup = setup or finetuning.setup(files, run_config)
-    length = run_config.max_seq_length
-    if task.do_train:  # read before the model is built: a bad file fails fast
-        train_arrays = features_to_arrays(read_data(task, task.train_file, setup.tokenizer,
-                                                    length, is_training=True)[1])
-        del train_arrays["unique_ids"]
-    if task.do_predict or task.do_eval:
-        examples, features = read_data(task, task.predict_file, setup.tokenizer, length,
-                                       is_training=False)
-    keras.utils.set_random_seed(run_config.random_seed)
-    model = build_model(setup, task, files)
-    step = 0
-    if task.do_train:
-        step = finetuning.train(model, setup.strategy, train_arrays, span_loss, optimization,
-                                run_config, run_config.output_dir, seed=run_config.random_seed)
-        finetuning.save_model_files(model, setup.config, files, run_config.output_dir)
-        if task.export_saved_model:
-            path = export_span_model(model, setup.tokenizer, length, task,
-                                     os.path.join(run_config.output_dir, "saved_model"))
-            logging.info("Exported %s (serving signature takes question and context)", path)
-    if not (task.do_predict or task.do_eval):
-        return {}
-    predictions, null_odds = write_outputs(model, task, examples, features,
-                                           setup.tokenizer.do_lower_case, run_config)
-    results = {}
-    if task.do_eval:
-        results = score(task, predictions, null_odds)
-        write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
-        finetuning.write_eval_scalars(setup.strategy, run_config.output_dir, step, results)
-    return results
+class Squad:
+    """The contract (`tasks.contract.Task`) for `SquadTask`."""
+
+    def prepare(self, task: SquadTask, model_files: ModelFiles, training: TrainingConfig,
+                optimization: OptimizationConfig) -> ResolvedModel:
+        del task, optimization  # the task's own checks run when it is built
+        return resolve_model_files(model_files, FINE_TUNING, training.max_seq_length)
+
+    def run(self, task: SquadTask, resolved: ResolvedModel, training: TrainingConfig,
+            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
+            ) -> TaskResult:
+        """Trains, predicts and scores as `task` asks; the scores are empty without do_eval."""
+        strategy = strategy or tf.distribute.get_strategy()
+        output_dir, length = training.output_dir, training.max_seq_length
+        finetuning.remove_dead_temporaries(strategy, output_dir)
+        if task.do_train:  # read before the model is built: a bad file fails fast
+            train_arrays = features_to_arrays(read_data(task, task.train_file, resolved.tokenizer,
+                                                        length, is_training=True)[1])
+            del train_arrays["unique_ids"]
+        if task.do_predict or task.do_eval:
+            examples, features = read_data(task, task.predict_file, resolved.tokenizer, length,
+                                           is_training=False)
+        keras.utils.set_random_seed(training.random_seed)
+        model = build_model(resolved, strategy, task)
+        step, written = 0, []
+        if task.do_train:
+            step = finetuning.train(model, strategy, train_arrays, span_loss, optimization,
+                                    training, output_dir, seed=training.random_seed)
+            written.extend(finetuning.save_model_files(model, resolved.config,
+                                                       resolved.files.vocab_file, output_dir))
+            if task.export_saved_model:
+                written.append(export_span_model(model, resolved.tokenizer, length, task,
+                                                 os.path.join(output_dir, "saved_model")))
+                logging.info("Exported %s (serving signature takes question and context)",
+                             written[-1])
+        if not (task.do_predict or task.do_eval):
+            return TaskResult({}, tuple(written), model)
+        predictions, null_odds, predicted = write_outputs(model, task, examples, features,
+                                                          resolved.files.do_lower_case, training)
+        written.extend(predicted)
+        scores = {}
+        if task.do_eval:
+            scores = score(task, predictions, null_odds)
+            written.append(os.path.join(output_dir, "eval_results.txt"))
+            write_eval_results(written[-1], scores)
+            finetuning.write_eval_scalars(strategy, output_dir, step, scores)
+        return TaskResult(scores, tuple(written), model)
+
+
+TASK = Squad()

@@ -241,11 +241,12 @@ def _align(pred_text: str, orig_text: str, tokenized: str) -> str:
 
 
 def write_prediction_files(output_dir: str, predictions: dict[str, str],
-                           nbest: dict[str, list[dict]], null_odds: dict[str, float]) -> None:
+                           nbest: dict[str, list[dict]], null_odds: dict[str, float]
+                           ) -> list[str]:
     """predictions.json, nbest_predictions.json and (v2, non-empty odds) null_odds.json.
 
     Each file is written to a temporary name and renamed, so a reader never
-    sees half a file.
+    sees half a file. Returns their paths.
     """
     os.makedirs(output_dir, exist_ok=True)
     outputs = {"predictions.json": predictions, "nbest_predictions.json": nbest}
@@ -255,3 +256,4 @@ def write_prediction_files(output_dir: str, predictions: dict[str, str],
         with atomic_open(os.path.join(output_dir, name)) as out:
             json.dump(content, out, indent=4)
             out.write("\n")
+    return [os.path.join(output_dir, name) for name in outputs]

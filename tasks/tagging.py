@@ -23,6 +23,7 @@ from typing import Callable
 
 import keras
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from data_prep.datasets.conll import (build_windows, detect_scheme, label_list, predictions_to_tags,
@@ -34,9 +35,12 @@ from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagg
                                      check_feature_layers, write_features)
 from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
+from tasks.contract import TaskResult
+from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, ModelFiles, ResolvedModel,
+                               resolve_model_files)
 from tasks.serving_tagging import export_tagger
 from training import finetuning
-from training.configs import (ModelFiles, OptimizationConfig, RunConfig, check_non_negative,
+from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
                               check_positive)
 
 SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
@@ -88,18 +92,10 @@ class TaggingTask:
             raise ValueError(f"--feature_layers must be one of {', '.join(FEATURE_LAYERS)}")
 
 
-def check(task: TaggingTask, files: ModelFiles, optimization: OptimizationConfig) -> None:
-    """Refuses a feature-based run that would read noise or train a fraction of an epoch."""
-    if task.mode != "feature_based":
-        return
-    if files.transfer_layers is not None:
-        raise ValueError("--transfer_layers picks the blocks a fine-tuned tagger starts from; "
-                         "--mode=feature_based reads the whole frozen encoder")
-    if not files.init_checkpoint:
-        raise ValueError("--mode=feature_based needs --init_checkpoint: features of a "
-                         "random encoder are noise")
+def check_epochs(task: TaggingTask, optimization: OptimizationConfig) -> None:
+    """Refuses a feature-based run that would train a fraction of an epoch."""
     epochs = optimization.num_train_epochs
-    if task.do_train and (epochs < 1 or epochs != int(epochs)):
+    if task.mode == "feature_based" and task.do_train and (epochs < 1 or epochs != int(epochs)):
         raise ValueError(f"--mode=feature_based trains whole epochs; got "
                          f"--num_train_epochs={epochs}")
 
@@ -170,33 +166,48 @@ def read_data(task: TaggingTask, tokenizer, max_seq_length: int
     return labels, scheme, splits
 
 
-def _batch_size(run: RunConfig, split: str) -> int:
-    return run.eval_batch_size if split == "valid" else run.predict_batch_size
+def _batch_size(training: TrainingConfig, split: str) -> int:
+    return training.eval_batch_size if split == "valid" else training.predict_batch_size
 
 
-def fine_tune(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles, run: RunConfig,
-              optimization: OptimizationConfig, labels: list[str],
-              splits: dict[str, Split]) -> tuple[Predictor, int]:
-    """Builds (and with do_train, fine-tunes and saves) the tagger.
+@dataclasses.dataclass
+class Tagger:
+    """A built (and with do_train, trained and saved) tagger, by either approach."""
 
-    Returns its predictor and the updates trained (0 for a loaded tagger).
-    """
-    keras.utils.set_random_seed(run.random_seed)
-    model = finetuning.build_model(setup.strategy,
-                                   lambda: BertTokenTagger(setup.config, len(labels),
+    model: keras.Model
+    predict: Predictor
+    step: int  # updates trained (0 for a loaded tagger)
+    written: list[str]  # the files saved
+
+
+def fine_tune(resolved: ResolvedModel, strategy: tf.distribute.Strategy, task: TaggingTask,
+              training: TrainingConfig, optimization: OptimizationConfig, labels: list[str],
+              splits: dict[str, Split]) -> Tagger:
+    """Builds (and with do_train, fine-tunes and saves) the tagger."""
+    keras.utils.set_random_seed(training.random_seed)
+    model = finetuning.build_model(strategy,
+                                   lambda: BertTokenTagger(resolved.config, len(labels),
                                                            causal=task.causal,
                                                            bilstm_units=task.bilstm_units),
-                                   files.init_checkpoint, files.transfer_layers)
-    step = 0
+                                   resolved.files.init_checkpoint, resolved.files.transfer_layers)
+    step, written = 0, []
     if task.do_train:
-        step = finetuning.train(model, setup.strategy, splits["train"].arrays, tagging_loss,
-                                optimization, run, run.output_dir, seed=run.random_seed)
-        finetuning.save_model_files(model, setup.config, files, run.output_dir, labels)
+        step = finetuning.train(model, strategy, splits["train"].arrays, tagging_loss,
+                                optimization, training, training.output_dir,
+                                seed=training.random_seed)
+        written.extend(finetuning.save_model_files(model, resolved.config,
+                                                   resolved.files.vocab_file,
+                                                   training.output_dir, labels))
         if task.export_saved_model:
-            path = export_tagger(model, setup.tokenizer, run.max_seq_length, labels,
-                                 os.path.join(run.output_dir, "saved_model"))
-            logging.info("Exported %s (serving signature takes a sentence)", path)
-    return lambda name, arrays: finetuning.predict(model, arrays, _batch_size(run, name)), step
+            written.append(export_tagger(model, resolved.tokenizer, training.max_seq_length,
+                                         labels, os.path.join(training.output_dir,
+                                                              "saved_model")))
+            logging.info("Exported %s (serving signature takes a sentence)", written[-1])
+
+    def predict(name: str, arrays: dict) -> np.ndarray:
+        return finetuning.predict(model, arrays, _batch_size(training, name))
+
+    return Tagger(model, predict, step, written)
 
 
 def _checkpoint_fingerprint(path: str) -> list:
@@ -209,23 +220,24 @@ def _checkpoint_fingerprint(path: str) -> list:
             for file in files]
 
 
-def _cache_path(split: Split, config, task: TaggingTask, files: ModelFiles,
-                run: RunConfig) -> str:
-    checkpoint = os.path.abspath(files.init_checkpoint)
+def _cache_path(split: Split, resolved: ResolvedModel, task: TaggingTask,
+                training: TrainingConfig) -> str:
+    checkpoint = os.path.abspath(resolved.files.init_checkpoint)
     digest = hashlib.sha256(json.dumps(
         {"checkpoint": checkpoint, "files": _checkpoint_fingerprint(checkpoint),
-         "config": config.to_dict(), "dtype": run.dtype}, sort_keys=True).encode())
+         "config": resolved.config.to_dict(), "dtype": training.dtype}, sort_keys=True).encode())
     for key in ("input_ids", "input_mask", "segment_ids"):
         digest.update(np.ascontiguousarray(split.arrays[key]).tobytes())
-    folder = task.feature_cache_dir or os.path.join(run.output_dir, "features")
-    return os.path.join(folder, f"{split.name}-{task.feature_layers}-len{run.max_seq_length}"
+    folder = task.feature_cache_dir or os.path.join(training.output_dir, "features")
+    return os.path.join(folder, f"{split.name}-{task.feature_layers}-len{training.max_seq_length}"
                                 f"-{digest.hexdigest()[:16]}.npy")
 
 
-def cached_features(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
-                    run: RunConfig, splits: dict[str, Split]) -> dict[str, np.ndarray]:
+def cached_features(resolved: ResolvedModel, strategy: tf.distribute.Strategy,
+                    task: TaggingTask, training: TrainingConfig,
+                    splits: dict[str, Split]) -> dict[str, np.ndarray]:
     """Each split's features, computed by the frozen encoder only where no cache entry exists."""
-    paths = {name: _cache_path(split, setup.config, task, files, run)
+    paths = {name: _cache_path(split, resolved, task, training)
              for name, split in splits.items()}
     encoder = None
     for name, path in paths.items():
@@ -234,40 +246,41 @@ def cached_features(setup: finetuning.Setup, task: TaggingTask, files: ModelFile
             continue
         if encoder is None:
             encoder = finetuning.build_model(
-                setup.strategy, lambda: BertEncoder(setup.config, output_hidden_states=True),
-                files.init_checkpoint)
+                strategy, lambda: BertEncoder(resolved.config, output_hidden_states=True),
+                resolved.files.init_checkpoint)
         logging.info("%s: computing %s features of %d windows into %s", name,
                      task.feature_layers, len(splits[name].windows), path)
         write_features(encoder, splits[name].arrays, task.feature_layers, path,
-                       run.predict_batch_size)
+                       training.predict_batch_size)
     return {name: np.load(path, mmap_mode="r") for name, path in paths.items()}
 
 
-def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
-                  run: RunConfig, optimization: OptimizationConfig, labels: list[str],
-                  splits: dict[str, Split]) -> tuple[Predictor, int]:
-    """Trains (or loads) the BiLSTM on cached features; returns its predictor and updates."""
-    features = cached_features(setup, task, files, run, splits)
-    keras.utils.set_random_seed(run.random_seed)
+def feature_based(resolved: ResolvedModel, strategy: tf.distribute.Strategy, task: TaggingTask,
+                  training: TrainingConfig, optimization: OptimizationConfig, labels: list[str],
+                  splits: dict[str, Split]) -> Tagger:
+    """Trains (or loads) the BiLSTM on cached features."""
+    features = cached_features(resolved, strategy, task, training, splits)
+    keras.utils.set_random_seed(training.random_seed)
     model = FeatureTagger(len(labels), task.lstm_units, dropout=task.lstm_dropout)
 
     def batches(name: str, batch_size: int, shuffle: bool) -> FeatureBatches:
         arrays = splits[name].arrays
         return FeatureBatches(features[name], arrays["input_mask"], arrays["label_ids"],
-                              batch_size, run.random_seed if shuffle else None)
+                              batch_size, training.random_seed if shuffle else None)
 
-    weights = os.path.join(run.output_dir, "feature_tagger.weights.h5")
+    weights = os.path.join(training.output_dir, "feature_tagger.weights.h5")
+    written = []
     if task.do_train:
         epochs = int(optimization.num_train_epochs)
         logging.info("Training the BiLSTM tagger: %d epochs, Adam at learning rate %g",
                      epochs, task.feature_learning_rate)
         model.compile(optimizer=keras.optimizers.Adam(task.feature_learning_rate))
-        model.fit(batches("train", run.train_batch_size, True), epochs=epochs,
-                  validation_data=batches("valid", run.eval_batch_size, False)
+        model.fit(batches("train", training.train_batch_size, True), epochs=epochs,
+                  validation_data=batches("valid", training.eval_batch_size, False)
                   if "valid" in splits else None, verbose=2)
         model.save_weights(weights)
         step = int(model.optimizer.iterations.numpy())
-        save_labels(run.output_dir, labels)
+        written = [weights, str(save_labels(training.output_dir, labels))]
     else:
         step = 0
         if not os.path.exists(weights):
@@ -277,9 +290,9 @@ def feature_based(setup: finetuning.Setup, task: TaggingTask, files: ModelFiles,
 
     def predict(name: str, arrays: dict) -> np.ndarray:
         del arrays  # the cached features stand for them
-        return model.predict(batches(name, _batch_size(run, name), False), verbose=0)
+        return model.predict(batches(name, _batch_size(training, name), False), verbose=0)
 
-    return predict, step
+    return Tagger(model, predict, step, written)
 
 
 def score(split: Split, logits: np.ndarray, labels: list[str], scheme: str, prefix: str,
@@ -300,24 +313,39 @@ def score(split: Split, logits: np.ndarray, labels: list[str], scheme: str, pref
     return results
 
 
-def run(task: TaggingTask, files: ModelFiles, run_config: RunConfig,
-        optimization: OptimizationConfig, setup: finetuning.Setup | None = None
-        ) -> dict[str, float]:
-    """Trains and/or scores as `task` asks; returns the scores written to eval_results.txt."""
-    check(task, files, optimization)
-    setup = setup or finetuning.setup(files, run_config)
-    if task.mode == "feature_based":
-        check_feature_layers(task.feature_layers, setup.config.num_hidden_layers)
-    labels, scheme, splits = read_data(task, setup.tokenizer, run_config.max_seq_length)
-    build = fine_tune if task.mode == "fine_tune" else feature_based
-    predict, step = build(setup, task, files, run_config, optimization, labels, splits)
-    results = {}
-    for name, prefix in (("valid", "eval"), ("test", "test")):
-        if name in splits:
-            logits = predict(name, splits[name].arrays)
-            results.update(score(splits[name], logits, labels, scheme, prefix,
-                                 run_config.output_dir))
-    if results:
-        write_eval_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
-        finetuning.write_eval_scalars(setup.strategy, run_config.output_dir, step, results)
-    return results
+class Tagging:
+    """The contract (`tasks.contract.Task`) for `TaggingTask`."""
+
+    def prepare(self, task: TaggingTask, model_files: ModelFiles, training: TrainingConfig,
+                optimization: OptimizationConfig) -> ResolvedModel:
+        check_epochs(task, optimization)
+        needs = FROZEN_ENCODER if task.mode == "feature_based" else FINE_TUNING
+        resolved = resolve_model_files(model_files, needs, training.max_seq_length)
+        if task.mode == "feature_based":
+            check_feature_layers(task.feature_layers, resolved.config.num_hidden_layers)
+        return resolved
+
+    def run(self, task: TaggingTask, resolved: ResolvedModel, training: TrainingConfig,
+            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
+            ) -> TaskResult:
+        """Trains and/or scores as `task` asks; the scores are those of eval_results.txt."""
+        strategy = strategy or tf.distribute.get_strategy()
+        output_dir = training.output_dir
+        finetuning.remove_dead_temporaries(strategy, output_dir)
+        labels, scheme, splits = read_data(task, resolved.tokenizer, training.max_seq_length)
+        build = fine_tune if task.mode == "fine_tune" else feature_based
+        tagger = build(resolved, strategy, task, training, optimization, labels, splits)
+        scores, written = {}, tagger.written
+        for name, prefix in (("valid", "eval"), ("test", "test")):
+            if name in splits:
+                logits = tagger.predict(name, splits[name].arrays)
+                scores.update(score(splits[name], logits, labels, scheme, prefix, output_dir))
+                written.append(os.path.join(output_dir, f"{name}_predictions.txt"))
+        if scores:
+            written.append(os.path.join(output_dir, "eval_results.txt"))
+            write_eval_results(written[-1], scores)
+            finetuning.write_eval_scalars(strategy, output_dir, tagger.step, scores)
+        return TaskResult(scores, tuple(written), tagger.model)
+
+
+TASK = Tagging()

@@ -63,27 +63,6 @@ def check_weights_to_evaluate(evaluates: str, do_train: bool, init_checkpoint: s
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelFiles:
-    """The pre-trained model a run starts from."""
-
-    bert_config_file: str  # Google bert_config.json or Hugging Face config.json
-    vocab_file: str | None = None  # WordPiece vocabulary (needed to tokenize text)
-    do_lower_case: bool = True  # lowercase and strip accents (uncased models)
-    init_checkpoint: str | None = None  # Google, Hugging Face or own checkpoint; None: random
-    # Fine-tuning: transfer the embeddings and only the first N blocks (None: all of them).
-    transfer_layers: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.transfer_layers is not None:
-            if self.transfer_layers < 0:
-                raise ValueError(f"--transfer_layers must be 0 or more, got "
-                                 f"{self.transfer_layers}")
-            if not self.init_checkpoint:
-                raise ValueError("--transfer_layers needs --init_checkpoint: it picks which "
-                                 "of its layers are transferred")
-
-
-@dataclasses.dataclass(frozen=True)
 class OptimizationConfig:
     """The optimizer and its warmup-then-linear-decay schedule.
 
@@ -132,7 +111,7 @@ class OptimizationConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunConfig:
+class TrainingConfig:
     """Where a run writes, how it batches, and how often it saves and reports."""
 
     output_dir: str  # checkpoints, logs and results
@@ -159,9 +138,9 @@ class RunConfig:
             raise ValueError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
 
 
-def check_batch_split(run: RunConfig, optimization: OptimizationConfig) -> None:
+def check_batch_split(training: TrainingConfig, optimization: OptimizationConfig) -> None:
     """Micro-batches must split the batch exactly: a floored split would train on a smaller one."""
-    batch, accumulation = run.train_batch_size, optimization.gradient_accumulation_steps
+    batch, accumulation = training.train_batch_size, optimization.gradient_accumulation_steps
     if batch % accumulation:
         raise ValueError(f"--train_batch_size={batch} is not divisible by "
                          f"--gradient_accumulation_steps={accumulation}")

@@ -1,8 +1,8 @@
-"""What the fine-tuning tasks share: the model's files, training on arrays, prediction.
+"""What the fine-tuning tasks share: training on arrays, prediction, the saved model.
 
 Classification, SQuAD and tagging differ in how they read their data and
-score predictions; the rest is here once: the model's config and
-tokenizer, a pre-trained checkpoint loaded into a fresh task model,
+score predictions; the rest is here once: a pre-trained checkpoint loaded
+into a fresh task model,
 training with AdamW, warmup over the first `warmup_proportion` of the
 steps and linear decay (Section 4 / Appendix A.3 of the paper) through
 `training.trainer.TrainingRun`, and batched prediction.
@@ -29,41 +29,16 @@ from core import atomic
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrained import LABELS_FILE, save_labels
-from text.tokenization import FullTokenizer
 from training import loop
-from training.configs import ModelFiles, OptimizationConfig, RunConfig, check_sequence_length
+from training.configs import OptimizationConfig, TrainingConfig
 from training.trainer import TrainingRun
 
 
-@dataclasses.dataclass(frozen=True)
-class Setup:
-    """What every fine-tuning task builds before reading its data."""
-
-    strategy: tf.distribute.Strategy
-    config: BertConfig
-    tokenizer: FullTokenizer
-
-
-def setup(files: ModelFiles, run: RunConfig,
-          strategy: tf.distribute.Strategy | None = None) -> Setup:
-    """The model's config and tokenizer, checked against each other and the sequence length.
-
-    Dead writers' temporary files in `run.output_dir` are removed first (by
-    the chief alone), so a rerun after a kill starts clean.
-    """
-    strategy = strategy or tf.distribute.get_strategy()
+def remove_dead_temporaries(strategy: tf.distribute.Strategy, output_dir: str) -> None:
+    """Dead writers' temporary files in `output_dir` go (by the chief alone), so a rerun
+    after a kill starts clean."""
     if loop.is_chief(strategy):
-        atomic.remove_dead_temporaries(run.output_dir)
-    config = BertConfig.from_json_file(files.bert_config_file)
-    check_sequence_length(run.max_seq_length, config.max_position_embeddings,
-                          files.bert_config_file)
-    if not files.vocab_file:
-        raise ValueError("--vocab_file is required")
-    tokenizer = FullTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
-    if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(f"{files.vocab_file} holds {tokenizer.vocab_size} tokens but "
-                         f"{files.bert_config_file} says vocab_size={config.vocab_size}")
-    return Setup(strategy, config, tokenizer)
+        atomic.remove_dead_temporaries(output_dir)
 
 
 def build_model(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.Model],
@@ -83,8 +58,9 @@ def build_model(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.M
 
 
 def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str, np.ndarray],
-          loss_fn: loop.LossFunction, optimization: OptimizationConfig, run: RunConfig,
-          output_dir: str, seed: int, checkpoint_name: str = "checkpoints") -> int:
+          loss_fn: loop.LossFunction, optimization: OptimizationConfig,
+          training: TrainingConfig, output_dir: str, seed: int,
+          checkpoint_name: str = "checkpoints") -> int:
     """Fine-tunes `model` on `arrays` for `optimization`'s epochs; returns the updates made.
 
     The schedule is the paper's. Checkpoints and TensorBoard's `logs/train`
@@ -96,15 +72,15 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
     can skip that rate and a lone run exits with the step and checkpoint.
     """
     examples = len(next(iter(arrays.values())))
-    if examples < run.train_batch_size:
+    if examples < training.train_batch_size:
         raise ValueError(f"{examples} training examples cannot fill one batch of "
-                         f"--train_batch_size={run.train_batch_size}")
-    updates, warmup = optimization.schedule(examples, run.train_batch_size)
-    training = TrainingRun(model, loss_fn, strategy, optimization,
-                           dataclasses.replace(run, output_dir=output_dir), updates, warmup,
-                           os.path.join(output_dir, checkpoint_name), max_to_keep=1)
+                         f"--train_batch_size={training.train_batch_size}")
+    updates, warmup = optimization.schedule(examples, training.train_batch_size)
+    training_run = TrainingRun(model, loss_fn, strategy, optimization,
+                               dataclasses.replace(training, output_dir=output_dir), updates,
+                               warmup, os.path.join(output_dir, checkpoint_name), max_to_keep=1)
     logging.info("Fine-tuning on %d examples: %d updates of %d", examples, updates,
-                 run.train_batch_size)
+                 training.train_batch_size)
 
     def build(context: tf.distribute.InputContext | None, micro_batch: int) -> tf.data.Dataset:
         data = tf.data.Dataset.from_tensor_slices(arrays)
@@ -114,8 +90,8 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
         data = data.shuffle(examples, seed=seed, reshuffle_each_iteration=True).repeat()
         return data.batch(per_replica, drop_remainder=True).prefetch(2)
 
-    training.train(build)
-    return training.global_step
+    training_run.train(build)
+    return training_run.global_step
 
 
 def write_eval_scalars(strategy: tf.distribute.Strategy, output_dir: str, step: int,
@@ -160,19 +136,23 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
     return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *outputs)
 
 
-def save_model_files(model: keras.Model, config: BertConfig, files: ModelFiles,
-                     output_dir: str, labels: list[str] | None = None) -> None:
+def save_model_files(model: keras.Model, config: BertConfig, vocab_file: str, output_dir: str,
+                     labels: list[str] | None = None) -> tuple[str, ...]:
     """The fine-tuned model in this project's format, with its config, vocabulary and labels.
 
     `labels` (the class or tag names, in the order of the model's outputs)
     go to `labels.txt`, so `modeling.load_task_model` reloads the folder
     without `num_labels` and with names; a model without them (regression)
-    removes an earlier run's file, which would describe another head.
+    removes an earlier run's file, which would describe another head. Returns
+    the paths written.
     """
-    save_checkpoint(model, os.path.join(output_dir, "model.ckpt"))
-    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    shutil.copyfile(files.vocab_file, os.path.join(output_dir, "vocab.txt"))
+    written = (os.path.join(output_dir, "model.ckpt"),
+               os.path.join(output_dir, "bert_config.json"), os.path.join(output_dir, "vocab.txt"))
+    save_checkpoint(model, written[0])
+    config.to_json_file(written[1])
+    shutil.copyfile(vocab_file, written[2])
     if labels:
-        save_labels(output_dir, labels)
-    elif os.path.exists(os.path.join(output_dir, LABELS_FILE)):
+        return (*written, str(save_labels(output_dir, labels)))
+    if os.path.exists(os.path.join(output_dir, LABELS_FILE)):
         os.remove(os.path.join(output_dir, LABELS_FILE))
+    return written

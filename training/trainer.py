@@ -21,7 +21,7 @@ from absl import logging
 
 from modeling.optimization import create_optimizer
 from training import loop
-from training.configs import OptimizationConfig, RunConfig, check_batch_split
+from training.configs import OptimizationConfig, TrainingConfig, check_batch_split
 from training.distribution import default_jit_compile
 
 # (input context or None, global micro-batch size) -> batched, repeated dataset
@@ -39,19 +39,19 @@ class TrainingRun:
 
     def __init__(self, model: keras.Model, loss_fn: loop.LossFunction,
                  strategy: tf.distribute.Strategy, optimization: OptimizationConfig,
-                 run: RunConfig, num_updates: int, num_warmup: int, checkpoint_dir: str,
+                 training: TrainingConfig, num_updates: int, num_warmup: int, checkpoint_dir: str,
                  max_to_keep: int | None = None):
-        check_batch_split(run, optimization)
-        self.run = run
+        check_batch_split(training, optimization)
+        self.training = training
         self.strategy = strategy
         self.accumulation = optimization.gradient_accumulation_steps
         self.num_updates = num_updates
         self.total_steps = num_updates * self.accumulation
-        self.micro_batch = run.train_batch_size // self.accumulation
-        self.jit_compile = run.jit_compile
+        self.micro_batch = training.train_batch_size // self.accumulation
+        self.jit_compile = training.jit_compile
         if self.jit_compile is None:
             config = getattr(model, "config", None)
-            self.jit_compile = default_jit_compile(strategy, run.dtype,
+            self.jit_compile = default_jit_compile(strategy, training.dtype,
                                                    getattr(config, "hidden_size", None))
         logging.info("Training step compiled with XLA: %s", self.jit_compile)
         with strategy.scope():
@@ -59,10 +59,10 @@ class TrainingRun:
                                          optimization.optimizer,
                                          gradient_accumulation_steps=self.accumulation,
                                          adam_bias_correction=optimization.adam_bias_correction)
-            if run.dtype == "mixed_float16":
+            if training.dtype == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
-                                        max_to_keep or run.keep_checkpoint_max,
+                                        max_to_keep or training.keep_checkpoint_max,
                                         self.jit_compile)
         self.optimizer = optimizer
 
@@ -88,21 +88,21 @@ class TrainingRun:
         """
         if self.step >= self.total_steps:
             return
-        save_every = self.run.save_checkpoints_steps * self.accumulation
-        log_every = self.run.log_every * self.accumulation
+        save_every = self.training.save_checkpoints_steps * self.accumulation
+        log_every = self.training.log_every * self.accumulation
         skip = self.step
 
         def build(context):
             return build_dataset(context, self.micro_batch).skip(skip)
 
-        log_dir = (os.path.join(self.run.output_dir, "logs", "train")
+        log_dir = (os.path.join(self.training.output_dir, "logs", "train")
                    if self.trainer.chief else None)
         callbacks = [loop.CheckpointEvery(self.trainer, save_every, self.total_steps),
                      loop.ProgressLogger(self.optimizer, self.total_steps, self.micro_batch,
                                          log_every, log_dir, first_step=self.step)]
         # Without a set loop length, each tf.function call ends exactly where a checkpoint
         # or progress line is due, sparing the per-call overhead of a step at a time.
-        steps_per_loop = self.run.iterations_per_loop or int(np.gcd(save_every, log_every))
+        steps_per_loop = self.training.iterations_per_loop or int(np.gcd(save_every, log_every))
         self.trainer.train(self.strategy.distribute_datasets_from_function(build),
                            self.total_steps, steps_per_loop, callbacks)
 

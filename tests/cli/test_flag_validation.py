@@ -29,9 +29,14 @@ def _pretraining_flags(tmp_path, *arguments: str) -> flags.FlagValues:
 
 
 def _check_pretraining(tmp_path, *arguments: str) -> None:
+    """The runner's checks before it reads a file: its flags as configs, then the task's own."""
     import run_pretraining
+    from tasks import pretraining
 
-    run_pretraining.configs_from_flags(_pretraining_flags(tmp_path, *arguments))
+    values = _pretraining_flags(tmp_path, *arguments)
+    task = run_pretraining.task_from_flags(values)
+    model_files, training, *_ = runner_flags.training_configs(values, run_pretraining.REQUIRED)
+    pretraining.check(task, model_files, training)
 
 
 def _finetuning_flags(*arguments: str) -> flags.FlagValues:

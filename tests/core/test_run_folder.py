@@ -156,9 +156,10 @@ class RunnerStartTest(tf.test.TestCase):
         run_pretraining.define_flags(values)
         values(["run_pretraining.py", "--input_file=records", f"--output_dir={folder}",
                 f"--bert_config_file={config_file}", "--do_train"])
-        files, run, *_ = run_pretraining.configs_from_flags(values)
+        _, training, *_ = runner_flags.training_configs(values, run_pretraining.REQUIRED)
         with self.assertRaisesRegex(run_folder.FolderOwned, "holds a classification run"):
-            runner_flags.start_run(values, run, "pretraining:mlm_nsp", files)
+            runner_flags.start_run(values, training, "pretraining:mlm_nsp",
+                                   BertConfig.from_json_file(config_file))
         run_folder.release(folder)
         self.assertEqual(Path(config_file).read_text(), before)
         self.assertFalse(os.path.exists(os.path.join(folder, run_folder.OWNER_NAME)))

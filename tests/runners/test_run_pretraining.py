@@ -249,6 +249,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         import run_pretraining
         from cli import runner_flags
         from core import run_folder
+        from modeling.config import BertConfig
 
         tmp_path = self._tmp_path()
         first = subprocess.Popen(_command(self.inputs, tmp_path, num_train_steps=60,
@@ -263,11 +264,13 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         values = flags.FlagValues()
         run_pretraining.define_flags(values)
         values(["run_pretraining.py", *_command(self.inputs, tmp_path)[2:]])
-        files, run, *_ = run_pretraining.configs_from_flags(values)
+        model_files, training, *_ = runner_flags.training_configs(values,
+                                                                  run_pretraining.REQUIRED)
         with self.assertRaisesRegex(run_folder.FolderInUse,
                                     f"^{tmp_path} is in use by another run "
                                     f"\\(PID {first.pid} on "):
-            runner_flags.start_run(values, run, "pretraining:mlm_nsp", files)
+            runner_flags.start_run(values, training, "pretraining:mlm_nsp",
+                                   BertConfig.from_json_file(model_files.bert_config_file))
         self.assertEqual(first.wait(timeout=300), 0, first.stderr.read()[-3000:])
         self.assertEqual(_newest_checkpoint_step(tmp_path), 60)
         self.assertEqual(json.loads((tmp_path / run_folder.OWNER_NAME).read_text())["task"],

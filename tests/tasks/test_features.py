@@ -4,7 +4,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from tasks import features
-from training.configs import ModelFiles
+from tasks.model_files import ModelFiles
 
 
 class FeatureParsingTest(tf.test.TestCase, parameterized.TestCase):
@@ -21,11 +21,11 @@ class FeatureParsingTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_an_output_file_that_is_a_folder_is_refused_before_any_work(self):
         tmp_path = self.create_tempdir().full_path
-        extraction = features.FeatureExtraction(f"{tmp_path}/in.txt", tmp_path)
+        task = features.FeatureTask(f"{tmp_path}/in.txt", tmp_path)
         files = ModelFiles(f"{tmp_path}/no_config.json", f"{tmp_path}/no_vocab.txt",
                            init_checkpoint=f"{tmp_path}/no_checkpoint")
         with self.assertRaisesRegex(IsADirectoryError, f"^--output_file={tmp_path} is a folder"):
-            features.run(files, extraction)
+            features.TASK.prepare(task, files)
 
     def test_layer_indices_are_checked_against_the_model(self):
         self.assertEqual(features.parse_layer_indices("-1,-2", 6), [-1, -2])

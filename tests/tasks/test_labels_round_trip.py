@@ -16,7 +16,6 @@ from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger
 from modeling.config import ConfigError
 from tests.fixtures import TINY_CONFIG
 from training import finetuning
-from training.configs import ModelFiles
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
 INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 3]]), "input_mask": tf.ones([1, 5], tf.int32),
@@ -29,13 +28,13 @@ class LabelsRoundTripTest(tf.test.TestCase):
         super().setUp()
         self.root = Path(tempfile.mkdtemp())
         (self.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-        self.files = ModelFiles(None, str(self.root / "vocab.txt"))
         self.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
 
     def _save(self, model, labels, name="out") -> Path:
         out = self.root / name
         out.mkdir(exist_ok=True)
-        finetuning.save_model_files(model, self.config, self.files, str(out), labels)
+        finetuning.save_model_files(model, self.config, str(self.root / "vocab.txt"), str(out),
+                                    labels)
         return out
 
     def test_classifier_reloads_without_num_labels_and_with_names(self):
