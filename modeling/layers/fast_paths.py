@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import tensorflow as tf
 from keras import ops
@@ -32,14 +32,15 @@ from core.framework import compiled_by_xla
 _VARIABLE = "BERT_FAST_PATHS"
 
 
-def _from_environment() -> bool:
+def enabled_by_environment() -> bool:
+    """The switch as `BERT_FAST_PATHS` sets it: 1 (or unset) on, 0 off."""
     value = os.environ.get(_VARIABLE, "1").strip()
     if value not in ("0", "1"):
         raise ValueError(f"environment variable {_VARIABLE} must be 0 or 1, got {value!r}")
     return value == "1"
 
 
-_enabled = _from_environment()
+_enabled = enabled_by_environment()
 
 
 def enabled() -> bool:

@@ -67,19 +67,18 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_the_switch_is_on_by_default_and_off_within_disabled(self):
         self.assertTrue(fast_paths.enabled())
-        with self.assertRaisesRegex(RuntimeError, "inside"):
-            with fast_paths.disabled():
-                self.assertFalse(fast_paths.enabled())
-                raise RuntimeError("inside")
+        with self.assertRaisesRegex(RuntimeError, "inside"), fast_paths.disabled():
+            self.assertFalse(fast_paths.enabled())
+            raise RuntimeError("inside")
         self.assertTrue(fast_paths.enabled())
 
     def test_the_environment_variable_turns_them_off_and_refuses_other_values(self):
         for value, expected in (("0", False), ("1", True), (" 1 ", True)):
             with mock.patch.dict(os.environ, {"BERT_FAST_PATHS": value}):
-                self.assertEqual(fast_paths._from_environment(), expected)
-        with mock.patch.dict(os.environ, {"BERT_FAST_PATHS": "off"}):
-            with self.assertRaisesRegex(ValueError, "BERT_FAST_PATHS must be 0 or 1, got 'off'"):
-                fast_paths._from_environment()
+                self.assertEqual(fast_paths.enabled_by_environment(), expected)
+        with mock.patch.dict(os.environ, {"BERT_FAST_PATHS": "off"}), self.assertRaisesRegex(
+                ValueError, "BERT_FAST_PATHS must be 0 or 1, got 'off'"):
+            fast_paths.enabled_by_environment()
 
     def assertSamePaths(self, make, loss_of, policy: str, jit_compile: bool) -> None:
         """Fast paths on and off: the same loss and gradients but for rounding.
