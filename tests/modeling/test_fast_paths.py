@@ -11,6 +11,7 @@ from absl.testing import parameterized
 
 from modeling.encoder import BertEncoder
 from modeling.layers import fast_paths
+from modeling.layers.transformer import TransformerBlock
 from modeling.pretrainer import BertPretrainer, pretraining_losses
 from tests.fixtures import tiny_config
 
@@ -79,6 +80,38 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
         with mock.patch.dict(os.environ, {"BERT_FAST_PATHS": "off"}), self.assertRaisesRegex(
                 ValueError, "BERT_FAST_PATHS must be 0 or 1, got 'off'"):
             fast_paths.enabled_by_environment()
+
+    def test_off_the_step_is_traced_as_the_plain_model(self):
+        """Off, no fast path is taken (else the comparisons below would compare a path with
+        itself): XLA-compiled float32 pre-training, where on takes every one."""
+        inputs = features()
+        model = BertPretrainer(CONFIG, "mlm_nsp")
+        taken = {name: self.enter_context(mock.patch.object(
+            fast_paths, name, wraps=getattr(fast_paths, name)))
+            for name in ("attend", "_sixteen_bit_keep_mask", "_add_bias_summed_by_product")}
+        block_calls = self.enter_context(mock.patch.object(
+            TransformerBlock, "call", autospec=True, side_effect=TransformerBlock.call))
+
+        def traced_op_types():
+            step = tf.function(lambda: pretraining_losses(
+                inputs, model(inputs, training=True), "mlm_nsp")["loss"], jit_compile=True)
+            return {op.type for op in step.get_concrete_function().graph.get_operations()}
+
+        def positions_given():
+            return [call.kwargs.get("output_positions") is not None
+                    for call in block_calls.call_args_list]
+
+        on = traced_op_types()
+        self.assertTrue(all(spy.called for spy in taken.values()))
+        self.assertEqual(positions_given(), [False, True])  # the last block, at the positions
+        self.assertNotIn("SparseSoftmaxCrossEntropyWithLogits", on)
+        for spy in (*taken.values(), block_calls):
+            spy.reset_mock()
+        with fast_paths.disabled():
+            off = traced_op_types()
+        self.assertFalse(any(spy.called for spy in taken.values()))
+        self.assertEqual(positions_given(), [False, False])
+        self.assertIn("SparseSoftmaxCrossEntropyWithLogits", off)
 
     def assertSamePaths(self, make, loss_of, policy: str, jit_compile: bool) -> None:
         """Fast paths on and off: the same loss and gradients but for rounding.
