@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from modeling.config import BertConfig
+from modeling.layers import fast_paths
 from modeling.layers.attention import attention_bias
 from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
@@ -81,7 +82,8 @@ class BertEncoder(keras.Model):
         six-layer classifier's). With `output_positions` the last block
         computes [CLS] and those positions only, and `sequence_output` is
         [batch, n, hidden] at them: the same values as gathering them from
-        the full output, with the same dropout masks.
+        the full output, with the same dropout masks (with fast paths off,
+        the last block computes every position, and those are gathered).
         """
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
@@ -90,15 +92,17 @@ class BertEncoder(keras.Model):
         segment_ids = inputs.get("segment_ids")
         if segment_ids is None:
             segment_ids = ops.zeros_like(input_ids)
-        output_rows = None
+        read_positions = None  # [CLS] (for the pooler) and the output positions
         if output_positions is not None:
             if self.output_hidden_states or self.output_attentions:
                 raise ValueError("output_positions leaves the last block's other positions "
                                  "uncomputed; it cannot be combined with "
                                  "output_hidden_states or output_attentions")
             positions = ops.cast(output_positions, "int32")
-            first = ops.zeros_like(ops.cast(input_ids[:, :1], "int32"))  # [CLS], for the pooler
-            output_rows = ops.concatenate([first, positions], axis=1)
+            first = ops.zeros_like(ops.cast(input_ids[:, :1], "int32"))
+            read_positions = ops.concatenate([first, positions], axis=1)
+        # A fast path: the last block computes only the positions read.
+        last_block_positions = read_positions if fast_paths.enabled() else None
 
         hidden = self.embeddings(input_ids, segment_ids, training=training)
         bias = attention_bias(input_mask, causal=self.causal)
@@ -108,14 +112,17 @@ class BertEncoder(keras.Model):
                 hidden, probabilities = block(hidden, bias, training=training,
                                               return_probabilities=True)
                 attentions.append(probabilities)
-            elif index == len(self.blocks) - 1 and output_rows is not None:
-                hidden = block(hidden, bias, training=training, output_rows=output_rows)
+            elif index == len(self.blocks) - 1:
+                hidden = block(hidden, bias, training=training,
+                               output_positions=last_block_positions)
             else:
                 hidden = block(hidden, bias, training=training)
             hidden_states.append(hidden)
 
+        if read_positions is not None and last_block_positions is None:
+            hidden = ops.take_along_axis(hidden, read_positions[:, :, None], axis=1)
         outputs = {"sequence_output": hidden, "pooled_output": self.pooler(hidden[:, 0])}
-        if output_rows is not None:
+        if read_positions is not None:
             outputs["sequence_output"] = hidden[:, 1:]
         if self.output_hidden_states:
             outputs["hidden_states"] = hidden_states

@@ -5,15 +5,11 @@ from __future__ import annotations
 from typing import Callable
 
 import keras
-import tensorflow as tf
 
+from modeling.layers import fast_paths
 
-# GELU is a dozen element-wise kernels forward and more backward, each a pass
-# over the largest activation of the network ([batch, seq, intermediate]);
-# compiled with XLA they are one fused loop each way.
-_EXACT = tf.function(lambda x: keras.activations.gelu(x, approximate=False), jit_compile=True)
-_APPROXIMATE = tf.function(lambda x: keras.activations.gelu(x, approximate=True),
-                           jit_compile=True)
+_EXACT = fast_paths.xla_compiled(lambda x: keras.activations.gelu(x, approximate=False))
+_APPROXIMATE = fast_paths.xla_compiled(lambda x: keras.activations.gelu(x, approximate=True))
 
 
 def gelu(x):

@@ -8,10 +8,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling.layers.dense import add_bias
+from modeling.layers import fast_paths
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
-from core.framework import compiled_by_xla
 
 # Added to the scores of masked keys (the original's value): the scores are
 # float32 here under every policy, where exp(-10000) underflows to exactly zero,
@@ -47,10 +46,8 @@ class SelfAttention(ConfigurableLayer):
     the [batch, heads, ...] layout its batched product wants (the key
     pre-transposed), so the products need no further copies.
 
-    In float32 under XLA, the softmax, its dropout and the product with the
-    values are `attend`, whose gradient is written out. Elsewhere they are
-    Keras ops: in 16-bit types the context's rounding would enter the
-    softmax's gradient, and outside XLA the dropout mask is drawn otherwise.
+    The softmax, its dropout and the product with the values are Keras ops,
+    or `fast_paths.attend` where that applies (`fast_paths.attend_applies`).
     """
 
     def __init__(self, hidden_size: int, num_heads: int, initializer_range: float = 0.02,
@@ -74,23 +71,24 @@ class SelfAttention(ConfigurableLayer):
         self.built = True
 
     def call(self, hidden_states, bias, training=None, return_probabilities=False,
-             query_rows=None):
-        """Attention output [batch, query, hidden]; `query_rows` [batch, n] picks the queries.
+             output_positions=None):
+        """Attention output [batch, query, hidden]; `output_positions` [batch, n] picks the queries.
 
-        Without `query_rows` every position is a query. With them, only those
-        positions are (all are still keys and values): the output is
-        [batch, n, hidden], as those rows of the full output.
+        Without `output_positions` every position is a query. With them, only
+        those positions are (all are still keys and values): the output is
+        [batch, n, hidden], as those rows of the full output, with the
+        probabilities' dropout mask that a call for every query draws.
         """
         batch, length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
         queries_from = hidden_states
-        if query_rows is not None:
-            queries_from = tf.gather(hidden_states, query_rows, axis=1, batch_dims=1)
+        if output_positions is not None:
+            queries_from = tf.gather(hidden_states, output_positions, axis=1, batch_dims=1)
             if bias.shape[2] != 1:  # a causal bias has a row per query
-                bias = tf.gather(bias, query_rows, axis=2, batch_dims=1)
+                bias = tf.gather(bias, output_positions, axis=2, batch_dims=1)
         query_length = ops.shape(queries_from)[1]
 
         def heads(inputs, rows, kernel, kernel_bias, order):
-            projected = add_bias(ops.matmul(inputs, kernel), kernel_bias)
+            projected = fast_paths.add_bias(ops.matmul(inputs, kernel), kernel_bias)
             return ops.transpose(
                 ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order)
 
@@ -104,61 +102,21 @@ class SelfAttention(ConfigurableLayer):
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         scores = ops.matmul(query, key)  # [batch, heads, query, key]
         scores = ops.cast(scores, "float32") + ops.cast(bias, "float32")
-        # The probabilities' dropout mask is drawn for every query (see Dropout.drop_rows).
-        full_shape = tf.stack([batch, self.num_heads, length, length])
-        if self.compute_dtype == "float32" and not return_probabilities and compiled_by_xla():
-            keep = scale = None
-            if self.dropout.drops(training):
-                keep, scale = self.dropout.keep_mask(full_shape, scores.dtype)
-                if query_rows is not None:
-                    keep = tf.gather(keep, query_rows, axis=2, batch_dims=1)
-            context = attend(scores, value, keep, scale)
-        else:
+        every_query = tf.stack([batch, self.num_heads, length, length])
+        if return_probabilities or not fast_paths.attend_applies(self.compute_dtype):
             probabilities = ops.softmax(scores, axis=-1)
-            dropped = self.dropout.drop_rows(ops.cast(probabilities, self.compute_dtype),
-                                             query_rows, full_shape, axis=2, training=training)
+            dropped = self.dropout(ops.cast(probabilities, self.compute_dtype), training=training,
+                                   output_positions=output_positions, full_shape=every_query,
+                                   axis=2)
             context = ops.matmul(dropped, value)
+        else:  # the same three steps, with a gradient written for XLA
+            keep, scale = (self.dropout.keep_mask(every_query, scores.dtype, output_positions,
+                                                  axis=2)
+                           if self.dropout.drops(training) else (None, None))
+            context = fast_paths.attend(scores, value, keep, scale)
         context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
         context = ops.reshape(context, (batch, query_length, self.hidden_size))
-        output = add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
+        output = fast_paths.add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
         if return_probabilities:
             return output, probabilities
         return output
-
-
-def attend(scores: tf.Tensor, value: tf.Tensor, keep: tf.Tensor | None = None,
-           scale: tf.Tensor | None = None) -> tf.Tensor:
-    """`dropout(softmax(scores)) @ value`, with its gradient written out.
-
-    `keep` and `scale` are a dropout mask and the kept units' factor (no
-    dropout without them). Differentiated automatically, the softmax's
-    gradient `p * (dp - sum_keys(dp * p))` reads the dropout mask again and
-    takes its row sums over every key: two more passes over the
-    [batch, heads, query, key] probabilities, the second a strided
-    `reduce-window` on XLA's CPU backend. With `d = dropout(p)`:
-
-    - `p * dp` is `d * dd`, so the mask is not needed;
-    - `sum_keys(dp * p)` is each query's context dotted with its gradient
-      (`dd = dcontext @ value^T`), a sum over the head size only.
-
-    Compiled for the small model's pre-training step, this halved the
-    attention's backward loops (18 to 9 ms) and made the step 3.5% faster.
-    Values and gradients are the same but for float rounding.
-    """
-
-    @tf.custom_gradient
-    def attend_with_context_sums(scores, value):
-        probabilities = tf.nn.softmax(scores, axis=-1)
-        dropped = probabilities if keep is None else tf.where(
-            keep, probabilities * scale, tf.zeros_like(probabilities))
-        context = tf.matmul(dropped, value)
-
-        def gradient(context_gradient):
-            dropped_gradient = tf.matmul(context_gradient, value, transpose_b=True)
-            value_gradient = tf.matmul(dropped, context_gradient, transpose_a=True)
-            row_sums = tf.reduce_sum(context_gradient * context, axis=-1, keepdims=True)
-            return dropped * dropped_gradient - probabilities * row_sums, value_gradient
-
-        return context, gradient
-
-    return attend_with_context_sums(scores, value)

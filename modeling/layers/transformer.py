@@ -37,8 +37,7 @@ class TransformerBlock(ConfigurableLayer):
         self.attention = SelfAttention(hidden_size, num_heads, initializer_range,
                                        attention_probs_dropout_prob, name="attention",
                                        dtype=self.dtype_policy)
-        self.attention_dropout = Dropout(hidden_dropout_prob,
-                                                    dtype=self.dtype_policy)
+        self.attention_dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="attention_LayerNorm")
         self.intermediate = Dense(
@@ -61,29 +60,32 @@ class TransformerBlock(ConfigurableLayer):
         self.built = True
 
     def call(self, hidden_states, bias, training=None, return_probabilities=False,
-             output_rows=None):
-        """The block's output [batch, seq, hidden], or only its `output_rows` [batch, n].
+             output_positions=None):
+        """The block's output [batch, seq, hidden], or only its rows at `output_positions`.
 
         A position's output needs every position's keys and values but
-        nothing else of the others, so `output_rows` gives exactly those rows
-        of the full output ([batch, n, hidden]) for a fraction of the work;
-        their dropout masks are the ones a full call draws.
+        nothing else of the others, so `output_positions` [batch, n] gives
+        exactly those rows of the full output ([batch, n, hidden]) for a
+        fraction of the work; their dropout masks are the ones a full call
+        draws.
         """
         attended = self.attention(hidden_states, bias, training=training,
                                   return_probabilities=return_probabilities,
-                                  query_rows=output_rows)
+                                  output_positions=output_positions)
         if return_probabilities:
             attended, probabilities = attended
-        full_shape = tf.shape(hidden_states)
-        if output_rows is not None:
-            hidden_states = tf.gather(hidden_states, output_rows, axis=1, batch_dims=1)
-        attended = self.attention_dropout.drop_rows(attended, output_rows, full_shape,
-                                                    training=training)
+        every_position = tf.shape(hidden_states)
+        if output_positions is not None:
+            hidden_states = tf.gather(hidden_states, output_positions, axis=1, batch_dims=1)
+        attended = self.attention_dropout(attended, training=training,
+                                          output_positions=output_positions,
+                                          full_shape=every_position)
         hidden_states = ops.cast(self.attention_layer_norm(hidden_states + attended),
                                  self.compute_dtype)
         expanded = self.output_dense(self.intermediate(hidden_states))
-        expanded = self.output_dropout.drop_rows(expanded, output_rows, full_shape,
-                                                 training=training)
+        expanded = self.output_dropout(expanded, training=training,
+                                       output_positions=output_positions,
+                                       full_shape=every_position)
         output = ops.cast(self.output_layer_norm(hidden_states + expanded), self.compute_dtype)
         if return_probabilities:
             return output, probabilities

@@ -7,7 +7,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling.layers.dense import Dense, add_bias
+from modeling.layers.dense import Dense
+from modeling.layers.fast_paths import add_bias
 
 WIDTH = 24
 
