@@ -35,6 +35,7 @@ import tensorflow as tf
 from keras import ops
 
 from core.framework import OptimizerWithBatchUpdate
+from modeling.layers import fast_paths
 
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
@@ -262,12 +263,11 @@ def _clip_scale(grads, clip_norm: float):
     return clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
 
 
-# One XLA kernel per variable and step (see `_new_values`); the optimizer and
-# whether the variable decays are static, so each (optimizer, shape, decay)
-# compiles once.
-_FUSED_UPDATE = tf.function(
-    lambda optimizer, decays, *tensors: optimizer._new_values(decays, *tensors),
-    jit_compile=True)
+# One XLA kernel per variable and step (see `_new_values`), a fast path; the
+# optimizer and whether the variable decays are static, so each (optimizer,
+# shape, decay) compiles once.
+_FUSED_UPDATE = fast_paths.xla_compiled(
+    lambda optimizer, decays, *tensors: optimizer._new_values(decays, *tensors))
 
 
 def _bias_corrected(m, v, beta_1: float, beta_2: float, step):

@@ -62,9 +62,10 @@ def disabled() -> Iterator[None]:
 def xla_compiled(function: Callable) -> Callable:
     """`function`, compiled by XLA on its own when fast paths are on.
 
-    For element-wise chains such as GELU: a dozen kernels forward and more
-    backward, each a pass over the network's largest activation, which XLA
-    fuses into one loop each way even in a step that is not compiled.
+    For element-wise chains such as GELU (a dozen kernels forward and more
+    backward, each a pass over the network's largest activation) and the
+    optimizer's update of a variable and its moments: XLA fuses each into
+    one loop, even in a step that is not compiled.
     """
     compiled = tf.function(function, jit_compile=True)
 

@@ -12,6 +12,7 @@ from absl.testing import parameterized
 from modeling.encoder import BertEncoder
 from modeling.layers import fast_paths
 from modeling.layers.transformer import TransformerBlock
+from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer, pretraining_losses
 from tests.fixtures import tiny_config
 
@@ -194,6 +195,31 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
             return pretraining_losses(inputs, model(inputs, training=training), objective)["loss"]
 
         self.assertSamePaths(make, loss_of, policy, jit_compile)
+
+    @parameterized.product(optimizer_type=["adamw", "lamb"], jit_compile=[False, True])
+    def test_optimizer_update(self, optimizer_type, jit_compile):
+        """The optimizer's update, compiled on its own or not, moves the variables alike."""
+        rng = np.random.default_rng(3)
+        start = [rng.normal(size=shape).astype("float32") for shape in ((64, 32), (32,))]
+        grads = [tf.constant(rng.normal(size=value.shape), tf.float32) for value in start]
+
+        def updated():
+            variables = [keras.Variable(value, name=name)
+                         for value, name in zip(start, ("kernel", "bias"))]
+            optimizer = create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=2,
+                                         optimizer_type=optimizer_type, clip_norm=1.0)
+            step = tf.function(lambda: optimizer.apply(grads, variables),
+                               jit_compile=jit_compile)
+            for _ in range(3):
+                step()
+            return [variable.numpy() for variable in variables]
+
+        fast = updated()
+        with fast_paths.disabled():
+            plain = updated()
+        for fast_value, plain_value, value in zip(fast, plain, start):
+            self.assertNotAllClose(fast_value, value)
+            self.assertAllClose(fast_value, plain_value, rtol=1e-5, atol=1e-6)
 
 
 if __name__ == "__main__":
