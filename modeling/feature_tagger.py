@@ -41,7 +41,8 @@ from keras import ops
 
 from core.atomic import atomic_path
 from modeling.layers.dropout import Dropout
-from modeling.task_models import ENCODER_INPUTS, tagging_loss
+from modeling.inputs import ENCODER_INPUTS
+from modeling.task_models import tagging_loss
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")

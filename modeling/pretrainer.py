@@ -16,9 +16,9 @@ from keras import ops
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
+from modeling.inputs import ENCODER_INPUTS
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
-_ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def cross_entropy(labels, logits):
@@ -190,7 +190,7 @@ class BertPretrainer(keras.Model):
         if missing:
             raise KeyError(f"pre-training features lack {', '.join(missing)} "
                            f"(objective {self.objective!r})")
-        inputs = {key: features[key] for key in _ENCODER_INPUTS}
+        inputs = {key: features[key] for key in ENCODER_INPUTS}
         if self.objective == "ltr":
             encoded = self.encoder(inputs, training=training)
             return {"lm_logits": self.lm_head(encoded["sequence_output"])}
@@ -203,7 +203,7 @@ class BertPretrainer(keras.Model):
         return outputs
 
     def _required_features(self) -> tuple[str, ...]:
-        return _ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
+        return ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The paper's loss from the features in `x`; `y` is unused (labels are features)."""

@@ -33,7 +33,8 @@ from modeling.encoder import BertEncoder
 from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
 from modeling.layers.dropout import Dropout
 from modeling.heads import LeftToRightLMHead
-from modeling.preprocessor import ENCODER_INPUTS, BertPreprocessor, load_preprocessor
+from modeling.inputs import ENCODER_INPUTS
+from modeling.preprocessor import BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 from modeling.span_text import SpanTextMixin

@@ -32,6 +32,7 @@ from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
+from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
 from tasks.serving_tagging import export_tagger
@@ -215,7 +216,7 @@ def _cache_path(split: Split, config, task: TaggingTask, files: ModelFiles,
     digest = hashlib.sha256(json.dumps(
         {"checkpoint": checkpoint, "files": _checkpoint_fingerprint(checkpoint),
          "config": config.to_dict(), "dtype": run.dtype}, sort_keys=True).encode())
-    for key in ("input_ids", "input_mask", "segment_ids"):
+    for key in ENCODER_INPUTS:
         digest.update(np.ascontiguousarray(split.arrays[key]).tobytes())
     folder = task.feature_cache_dir or os.path.join(run.output_dir, "features")
     return os.path.join(folder, f"{split.name}-{task.feature_layers}-len{run.max_seq_length}"
