@@ -1,4 +1,4 @@
-"""The names of the encoder's inputs, shared by every file format, dataset and model that carries them.
+"""The names of the encoder's inputs, shared by every format, dataset and model that carries them.
 
 They are the original `create_pretraining_data.py`'s TFRecord feature names,
 so records written by either implementation train on the other; a model's

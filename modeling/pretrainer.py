@@ -17,6 +17,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
 from modeling.inputs import ENCODER_INPUTS
+from modeling.layers.settings import ConfigurableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 
@@ -141,7 +142,7 @@ def _check_objective(objective: str) -> None:
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(ConfigurableModel):
     """BERT with its pre-training heads, for one of three objectives.
 
     - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);
@@ -157,8 +158,7 @@ class BertPretrainer(keras.Model):
         _check_objective(objective)
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
-        self.config = config
-        self.objective = objective
+        self.keep_settings(config=config, objective=objective)
         self.encoder = BertEncoder(config, causal=objective == "ltr", name="bert",
                                    dtype=self.dtype_policy)
         table = self.encoder.embedding_table
@@ -235,13 +235,3 @@ class BertPretrainer(keras.Model):
         if self.objective == "mlm_nsp":
             heads.append(self.next_sentence_head)
         return heads
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(config=self.config.to_dict(), objective=self.objective)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)
