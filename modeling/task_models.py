@@ -242,31 +242,43 @@ class BertMultipleChoice(_FineTuningModel):
         return self.scorer.checkpoint_variables()
 
 
-@keras.saving.register_keras_serializable(package="bert")
-class BertSpanModel(SpanTextMixin, _FineTuningModel):
-    """SQuAD: start and end logits per position (the paper's vectors S and E).
+class _SequenceModel(_FineTuningModel):
+    """A head on every position's vector: the sequence output, through an optional BiLSTM.
 
     `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
-    the encoder and the span layer, Table 5's "+ BiLSTM" row.
+    the encoder and the head (Table 5's "+ BiLSTM"), fine-tuned with it. No
+    head here reads [CLS]'s pooled vector, so the pooler stays frozen.
     """
 
     def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
-        kwargs.setdefault("name", "bert_span")
         super().__init__(config, **kwargs)
         self.keep_settings(bilstm_units=bilstm_units)
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
-        width = 2 * bilstm_units if bilstm_units else config.hidden_size
-        self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
-                                     name="span", dtype=self.dtype_policy)
-        self.encoder.pooler.trainable = False  # spans read the sequence output only
+        self.sequence_width = 2 * bilstm_units if bilstm_units else config.hidden_size
+        self.encoder.pooler.trainable = False
+
+    def read_sequence(self, features, training=None):
+        """[batch, seq, `sequence_width`]: what the head reads at each position."""
+        sequence = self.encode(features, training)["sequence_output"]
+        if self.bilstm is None:
+            return sequence
+        return self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
+                           training=training)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertSpanModel(SpanTextMixin, _SequenceModel):
+    """SQuAD: start and end logits per position (the paper's vectors S and E)."""
+
+    def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
+        kwargs.setdefault("name", "bert_span")
+        super().__init__(config, bilstm_units, **kwargs)
+        self.span = OutputProjection(2, self.sequence_width, config.initializer_range,
+                                     "cls/squad", name="span", dtype=self.dtype_policy)
         self._finish_build((None, None))
 
     def call(self, features, training=None):
-        sequence = self.encode(features, training)["sequence_output"]
-        if self.bilstm is not None:
-            sequence = self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
-                                   training=training)
-        logits = self.span(sequence)
+        logits = self.span(self.read_sequence(features, training))
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def head_variables(self) -> dict:
@@ -274,31 +286,21 @@ class BertSpanModel(SpanTextMixin, _FineTuningModel):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTokenTagger(WordTaggerMixin, _FineTuningModel):
-    """Token tagging (NER): K logits at every position, no CRF, as the paper.
-
-    `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
-    the encoder and the tags (Table 5's "+ BiLSTM"), fine-tuned with it.
-    """
+class BertTokenTagger(WordTaggerMixin, _SequenceModel):
+    """Token tagging (NER): K logits at every position, no CRF, as the paper."""
 
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
                  label_names: list[str] | None = None, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
-        super().__init__(config, **kwargs)
-        self.keep_settings(num_labels=num_labels, bilstm_units=bilstm_units,
+        super().__init__(config, bilstm_units, **kwargs)
+        self.keep_settings(num_labels=num_labels,
                            label_names=check_label_names(label_names, num_labels))
-        self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
-        width = 2 * bilstm_units if bilstm_units else config.hidden_size
-        self.tagger = OutputProjection(num_labels, width, config.initializer_range, "ner",
-                                       name="tagger", dtype=self.dtype_policy)
-        self.encoder.pooler.trainable = False  # tags read the sequence output only
+        self.tagger = OutputProjection(num_labels, self.sequence_width, config.initializer_range,
+                                       "ner", name="tagger", dtype=self.dtype_policy)
         self._finish_build((None, None))
 
     def call(self, features, training=None):
-        sequence = self.encode(features, training)["sequence_output"]
-        if self.bilstm is not None:
-            sequence = self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
-                                   training=training)
+        sequence = self.read_sequence(features, training)
         return self.tagger(self.dropout(sequence, training=training))
 
     def head_variables(self) -> dict:
