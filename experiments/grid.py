@@ -99,13 +99,20 @@ class GridBuilder:
                    keep=("eval_results.txt",))
 
     # -- fine-tuning ----------------------------------------------------------------------
-    def _start(self, pretrained: Job, step: int | None) -> dict:
+    def _start(self, pretrained: Job | None, step: int | None) -> dict:
+        """The vocabulary, and the pre-trained model's config and weights (none: random init)."""
+        vocab = {"vocab_file": Output(self.vocab, "vocab.txt")}
+        if pretrained is None:
+            return vocab
         checkpoint = f"ckpt-{step}" if step else "export/bert_model.ckpt"
-        return {"vocab_file": Output(self.vocab, "vocab.txt"),
-                "bert_config_file": Output(pretrained, "bert_config.json"),
+        return {**vocab, "bert_config_file": Output(pretrained, "bert_config.json"),
                 "init_checkpoint": Output(pretrained, checkpoint)}
 
-    def classify(self, pretrained: Job, data: Dataset, task: str, causal: bool = False,
+    def _random_model(self, pretrained: Job | None) -> dict | None:
+        """The base model's shape when fine-tuning starts from random weights (`pretrained` None)."""
+        return model_shape(*self.scale.base_model) if pretrained is None else None
+
+    def classify(self, pretrained: Job | None, data: Dataset, task: str, causal: bool = False,
                  step: int | None = None, transfer: dict | None = None,
                  head: dict | None = None) -> SweepCell:
         """A sweep; from an intermediate first-phase checkpoint (`step`), at that phase's length.
@@ -125,9 +132,9 @@ class GridBuilder:
             "num_restarts": self.seeds, "random_seed": 1, "export_saved_model": False,
             "jit_compile": scale.jit_compile, "log_every": 1000, **scale.classifier, **length},
             {"data_dir": data, **self._start(pretrained, step)},
-            keep=("*.txt", "*.tsv")))
+            model=self._random_model(pretrained), keep=("*.txt", "*.tsv")))
 
-    def tag(self, pretrained: Job, feature_layers: str | None = None,
+    def tag(self, pretrained: Job | None, feature_layers: str | None = None,
             causal: bool = False, transfer: dict | None = None,
             head: dict | None = None) -> SeedsCell:
         """Fine-tuned tagging (left-to-right with `causal`), or the frozen-feature BiLSTM."""
@@ -147,7 +154,8 @@ class GridBuilder:
                 "do_predict": True, "learning_rate": rate, "random_seed": seed,
                 "jit_compile": scale.jit_compile, "log_every": 1000, **scale.tagger, **mode},
                 {"data_dir": self.data.tagging, **self._start(pretrained, None)},
-                keep=("*.txt",)) for seed in range(1, self.seeds + 1)]
+                model=self._random_model(pretrained), keep=("*.txt",))
+                for seed in range(1, self.seeds + 1)]
         return SeedsCell(runs, "eval_f1", "test_f1")
 
     def answer(self, pretrained: Job, causal: bool = False, head: dict | None = None

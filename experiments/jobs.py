@@ -141,10 +141,15 @@ def _fingerprint(paths: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
-def subprocess_runner(arguments: list[str], log: Path, environment: Mapping[str, str]) -> None:
-    """Runs a tool with this interpreter from the repository root, its output to `log`."""
+def subprocess_runner(arguments: list[str], log: Path, environment: Mapping[str, str],
+                      niceness: int = 0) -> None:
+    """Runs a tool with this interpreter from the repository root, its output to `log`.
+
+    A positive `niceness` lowers its priority (`nice`, where the system has it).
+    """
+    nice = ["nice", "-n", str(niceness)] if niceness and shutil.which("nice") else []
     with open(log, "w", encoding="utf-8") as output:
-        finished = subprocess.run([sys.executable, *arguments], stdout=output,
+        finished = subprocess.run([*nice, sys.executable, *arguments], stdout=output,
                                   stderr=subprocess.STDOUT, env=dict(environment),
                                   cwd=REPOSITORY)
     if finished.returncode != 0:
