@@ -6,7 +6,8 @@ started from the first phase's output folder, so that the later position
 embeddings are trained too. Jobs with equal settings share one cache entry,
 across rows and across tables: Table 5's BERT row, Table 7's pre-training
 and Table 8's 80/10/10 row are one run. Which rows and columns a table has
-is in `tables`.
+is in `tables`. A fine-tuning given no pre-trained run trains the base
+model's shape from random weights: the demo's baseline.
 """
 
 from __future__ import annotations
