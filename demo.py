@@ -32,7 +32,7 @@ doubles as a worked example. Each run is cached under a hash of its settings
 in the output folder: an interrupted demo continues where it stopped, and a
 finished one prints its table again at once. The random-init baseline needs
 no pre-training, so its runs start at once, one at a time at the lowest
-priority (`experiments.idle`): they take the CPU time pre-training leaves
+priority (`experiments.schedule`): they take the CPU time pre-training leaves
 idle. The fine-tunings then run side by side, one per core. Everything is
 written under `demo_output/` (or the folder given as the only argument).
 """
@@ -47,10 +47,9 @@ import time
 from pathlib import Path
 
 from cli import quiet_start  # noqa: F401  (before TensorFlow loads: hides its start-up lines)
-from experiments import jobs
+from experiments import jobs, schedule
 from experiments.cells import Score, SeedsCell, SweepCell
 from experiments.grid import GridBuilder
-from experiments.idle import run_in_idle_time
 from experiments.scales import SCALES, Datasets, Phase, default_datasets, model_shape
 
 # BERT's own two phases (Appendix A.2), scaled down as the `cpu` scale's:
@@ -74,14 +73,13 @@ OBJECTIVE = "mlm_nsp"
 
 @dataclasses.dataclass
 class Initialization:
-    """One row of the table: fine-tuning from `pretrained` (None: random weights)."""
+    """One row of the table: the fine-tunings from one starting point, and their scores."""
     name: str
-    pretrained: jobs.Job | None
     sentiment: SweepCell
     tagging: SeedsCell  # rate chosen on validation F1, test F1 reported
 
     @property
-    def jobs(self) -> list[jobs.Job]:
+    def runs(self) -> list[jobs.Job]:
         return [*self.sentiment.jobs, *self.tagging.jobs]
 
     def scores(self, results: dict) -> tuple[Score, Score, Score]:
@@ -98,7 +96,7 @@ def describe(builder: GridBuilder) -> tuple[list[jobs.Job], list[Initialization]
     for name, pretrained in (("small BERT, random init", None),
                              ("small BERT, pre-trained above", phases[-1])):
         rows.append(Initialization(
-            name, pretrained, builder.classify(pretrained, builder.data.sentiment, "sst-2"),
+            name, builder.classify(pretrained, builder.data.sentiment, "sst-2"),
             builder.tag(pretrained)))
     return phases, rows
 
@@ -125,20 +123,20 @@ def main() -> None:
     builder = GridBuilder(DEMO, default_datasets(DEMO, output), SEEDS)
     phases, rows = describe(builder)
     cache = jobs.Cache(output)
-    every = jobs.all_jobs([*phases, *(job for row in rows for job in row.jobs)])
+    every = schedule.all_jobs([*phases, *(job for row in rows for job in row.runs)])
     clear_other_recipes(cache, every)
-    jobs.run_grid([builder.vocab], cache)
+    schedule.run_grid([builder.vocab], cache)
     # The random-init runs need nothing from pre-training: they fill its idle CPU time.
-    baseline = run_in_idle_time(rows[0].jobs, cache)
+    baseline = schedule.run_in_idle_time(rows[0].runs, cache)
     started = time.monotonic()
-    jobs.run_grid(phases, cache)  # one run at a time, each with every core
+    schedule.run_grid(phases, cache)  # one run at a time, each with every core
     left = baseline.stop()
-    print(f"\n({len(rows[0].jobs) - len(left)} of the random-init runs finished beside "
+    print(f"\n({len(rows[0].runs) - len(left)} of the random-init runs finished beside "
           f"pre-training, in {time.monotonic() - started:.0f} s.)")
     started = time.monotonic()
     # The long sentiment sweeps first, so that no core idles at the end.
-    results = jobs.run_grid(every, cache, workers=os.cpu_count() or 1,
-                            rank=lambda job: 0 if job.tool == "run_classifier.py" else 1)
+    results = schedule.run_grid(every, cache, workers=os.cpu_count() or 1,
+                                rank=lambda job: 0 if job.tool == "run_classifier.py" else 1)
     seconds = time.monotonic() - started
     print_results(builder.data, phases, rows, results)
     stages = {"vocabulary": results[builder.vocab.key]["seconds"]}
@@ -146,7 +144,7 @@ def main() -> None:
         stages[f"data {number}"] = results[phase.inputs["input_file"].job.key]["seconds"]
         stages[f"pre-training {number}"] = results[phase.key]["seconds"]
     stages["fine-tuning"] = seconds
-    print("\nSeconds per stage (each run's own time when it ran, the fine-tuning's now): "
+    print("\nSeconds per stage: "
           + ", ".join(f"{name} {value:.0f}" for name, value in stages.items()))
     print(f"Outputs are under {output}")
 

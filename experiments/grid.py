@@ -110,7 +110,7 @@ class GridBuilder:
                 "init_checkpoint": Output(pretrained, checkpoint)}
 
     def _random_model(self, pretrained: Job | None) -> dict | None:
-        """The base model's shape when fine-tuning starts from random weights (`pretrained` None)."""
+        """The base model's shape when fine-tuning starts from random weights (no `pretrained`)."""
         return model_shape(*self.scale.base_model) if pretrained is None else None
 
     def classify(self, pretrained: Job | None, data: Dataset, task: str, causal: bool = False,

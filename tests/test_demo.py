@@ -7,7 +7,7 @@ from pathlib import Path
 import tensorflow as tf
 
 import demo
-from experiments import jobs
+from experiments import jobs, schedule
 from experiments.grid import GridBuilder
 from experiments.scales import Datasets
 
@@ -46,7 +46,7 @@ class DemoTest(tf.test.TestCase):
             self.assertEqual({(rate, job.settings["random_seed"]) for rate, runs in
                               row.tagging.runs.items() for job in runs},
                              {(rate, seed) for rate in (3e-4, 1e-3) for seed in (1, 2, 3)})
-        for scratch, started in zip(random.jobs, pretrained.jobs):
+        for scratch, started in zip(random.runs, pretrained.runs):
             self.assertEqual(scratch.settings, started.settings)  # only the start differs
             self.assertNotIn("init_checkpoint", scratch.inputs)
             self.assertEqual(scratch.model, demo.DEMO_MODEL)
@@ -54,7 +54,7 @@ class DemoTest(tf.test.TestCase):
             self.assertIs(started.inputs["init_checkpoint"].job, second)
             self.assertEqual(started.inputs["init_checkpoint"].path, "export/bert_model.ckpt")
         # The random-init runs read only the vocabulary, so they can start beside pre-training.
-        self.assertEqual({job.key for row_job in random.jobs for job in row_job.dependencies},
+        self.assertEqual({job.key for row_job in random.runs for job in row_job.dependencies},
                          {self.builder.vocab.key})
 
     def test_the_table_gives_each_initialization_at_its_best_rate(self):
@@ -88,7 +88,7 @@ class DemoTest(tf.test.TestCase):
 
     def test_runs_of_another_recipe_are_removed_and_nothing_else(self):
         cache = jobs.Cache(self.root / "output")
-        every = jobs.all_jobs(self.phases)
+        every = schedule.all_jobs(self.phases)
         for job in every[:2]:
             cache.folder(job).mkdir(parents=True)
         (cache.root / "runs" / "0123456789abcdef0123").mkdir()  # a run of an older recipe

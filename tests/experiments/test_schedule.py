@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from experiments import idle, jobs
+from experiments import jobs, schedule
 
 
 class IdleTimeRunnerTest(tf.test.TestCase):
@@ -21,7 +21,7 @@ class IdleTimeRunnerTest(tf.test.TestCase):
             done.append(item)
 
         items = list(range(20))
-        runner = idle.IdleTimeRunner(items, run)
+        runner = schedule.IdleTimeRunner(items, run)
         time.sleep(0.5)
         left = runner.stop()
         self.assertTrue(1 <= len(done) < len(items))
@@ -35,7 +35,7 @@ class IdleTimeRunnerTest(tf.test.TestCase):
             started.append(item)
             raise jobs.JobFailed(f"{item} exited with status 3")
 
-        runner = idle.IdleTimeRunner(["bad", "never"], run)
+        runner = schedule.IdleTimeRunner(["bad", "never"], run)
         runner.thread.join()
         with self.assertRaisesRegex(jobs.JobFailed, "bad exited with status 3"):
             runner.stop()
@@ -60,7 +60,7 @@ class RunInIdleTimeTest(tf.test.TestCase):
         cached, fresh = _job("cached"), _job("fresh")
         jobs.run_job(cached, cache, runner)
         ran.clear()
-        idle.run_in_idle_time([cached, fresh], cache, runner).stop()
+        schedule.run_in_idle_time([cached, fresh], cache, runner).stop()
         self.assertEqual(ran, [("--task_name=fresh", "1", True)])
         self.assertEqual(cache.result(fresh)["eval_results"], {"eval_f1": 0.5})
 
@@ -68,12 +68,12 @@ class RunInIdleTimeTest(tf.test.TestCase):
         cache = jobs.Cache(self.get_temp_dir())
         reader = _job("reader", init_checkpoint=jobs.Output(_job("maker")))
         with self.assertRaisesRegex(ValueError, "reads the output of run_classifier.py"):
-            idle.run_in_idle_time([reader], cache, lambda *_: None)
+            schedule.run_in_idle_time([reader], cache, lambda *_: None)
 
     def test_the_idle_runner_runs_the_tool_at_the_lowest_priority(self):
         log = Path(self.get_temp_dir(), "log.txt")
-        idle.idle_runner(["-c", "import os; print(os.nice(0))"], log, dict(os.environ))
-        expected = idle.LOWEST_PRIORITY if sys.platform != "win32" else 0
+        schedule.idle_runner(["-c", "import os; print(os.nice(0))"], log, dict(os.environ))
+        expected = schedule.LOWEST_PRIORITY if sys.platform != "win32" else 0
         self.assertEqual(int(log.read_text().split()[-1]), max(expected, os.nice(0)))
 
 
