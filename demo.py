@@ -65,7 +65,7 @@ from experiments.scales import SCALES, Datasets, Phase, default_datasets, model_
 CPU = SCALES["cpu"]
 DEMO = dataclasses.replace(CPU, name="demo", phases=(CPU.phases[0], Phase(
     max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, steps=300, warmup=30,
-    batch=64, learning_rate=5e-4)))
+    batch=64, learning_rate=5e-4)), data_seed=12346)  # the records the README's table used
 DEMO_MODEL = model_shape(*DEMO.base_model)  # L2/H128/A2, the BERT-Tiny shape
 SEEDS = 3  # per learning rate; seeds 1, 2, 3
 OBJECTIVE = "mlm_nsp"

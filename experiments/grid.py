@@ -45,7 +45,7 @@ class GridBuilder:
             "do_lower_case": True, "max_seq_length": settings.max_seq_length,
             "max_predictions_per_seq": settings.max_predictions_per_seq,
             "masked_lm_prob": masked_lm_prob, "dupe_factor": settings.dupe_factor,
-            "short_seq_prob": 0.1, "random_seed": 12345 + phase, "no_nsp": not nsp,
+            "short_seq_prob": 0.1, "random_seed": self.scale.data_seed + phase, "no_nsp": not nsp,
             "mask_ratios": ",".join(f"{share:g}" for share in mask_ratios),
             # One chunk holds the whole corpus, so the sources' instances are shuffled together.
             "documents_per_chunk": 100_000},
