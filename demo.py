@@ -131,8 +131,9 @@ def main() -> None:
     started = time.monotonic()
     schedule.run_grid(phases, cache)  # one run at a time, each with every core
     left = baseline.stop()
-    print(f"\n({len(rows[0].runs) - len(left)} of the random-init runs finished beside "
-          f"pre-training, in {time.monotonic() - started:.0f} s.)")
+    if baseline.items:
+        print(f"\n({len(baseline.items) - len(left)} of the {len(baseline.items)} random-init "
+              f"runs finished beside pre-training, in {time.monotonic() - started:.0f} s.)")
     started = time.monotonic()
     # The long sentiment sweeps first, so that no core idles at the end.
     results = schedule.run_grid(every, cache, workers=os.cpu_count() or 1,

@@ -121,6 +121,7 @@ class IdleTimeRunner(Generic[Item]):
     """
 
     def __init__(self, items: Sequence[Item], run: Callable[[Item], object]):
+        self.items = list(items)
         self.waiting = list(items)
         self.run = run
         self.lock = threading.Lock()

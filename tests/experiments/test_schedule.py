@@ -27,6 +27,7 @@ class IdleTimeRunnerTest(tf.test.TestCase):
         self.assertTrue(1 <= len(done) < len(items))
         self.assertEqual(items[:len(done)], done)  # in order, and the one in hand finished
         self.assertEqual(left, items[len(done):])
+        self.assertEqual(runner.items, items)
 
     def test_a_failed_run_is_raised_at_stop_and_nothing_more_starts(self):
         started = []
