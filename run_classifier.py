@@ -38,9 +38,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Called only when the file runs as a script, so that importing it (tests,
-    notebooks) registers nothing in absl's global registry; the shared flags it
-    uses are key flags, listed by `--help`."""
+    """The shared fine-tuning flags at the original classifier's defaults, then the task's own."""
     into = {"flag_values": flag_values}
     runner_flags.define_finetuning_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
                                          num_train_epochs=3.0)
@@ -50,19 +48,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_list("learning_rates", [],
                       "Sweep these learning rates (default: --learning_rate).", **into)
     flags.DEFINE_integer("num_restarts", 1, "Runs per learning rate, with different seeds.", **into)
-    flags.DEFINE_bool("causal", False,
-                      "Left-to-right model (causal attention, last-token classifier).", **into)
+    runner_flags.define_variant_flags(
+        flag_values, causal="Left-to-right model (causal attention, last-token classifier).",
+        bilstm_units="Units per direction of a randomly initialized BiLSTM whose final states "
+                     "classify (0: none; Table 5's + BiLSTM).",
+        export_saved_model="Export a SavedModel taking raw strings.")
     flags.DEFINE_float("lm_aux_weight", 0.0, "GPT's auxiliary LM loss weight (with --causal).",
                        **into)
     flags.DEFINE_bool("both_orders", False,
                       "With --causal: encode each pair in both orders and add them (GPT's "
                       "similarity input).", **into)
-    flags.DEFINE_integer("bilstm_units", 0, "Units per direction of a randomly initialized "
-                         "BiLSTM whose final states classify (0: none; Table 5's + BiLSTM).",
-                         **into)
     flags.DEFINE_bool("wnli_majority_class", False, "Submit WNLI's majority class, as the paper.",
                       **into)
-    flags.DEFINE_bool("export_saved_model", True, "Export a SavedModel taking raw strings.", **into)
     flags.DEFINE_string("tsv_text_a_column", None, "tsv task: first text column (name or index).",
                         **into)
     flags.DEFINE_string("tsv_text_b_column", None, "tsv task: second text column, for pairs.",

@@ -40,9 +40,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Called only when the file runs as a script, so that importing it (tests,
-    notebooks) registers nothing in absl's global registry; the shared flags it
-    uses are key flags, listed by `--help`."""
+    """The shared fine-tuning flags, then the tagger's own for both modes (help names the mode)."""
     into = {"flag_values": flag_values}
     runner_flags.define_finetuning_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
                                          num_train_epochs=3.0, train_batch_size=32)
@@ -61,10 +59,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_enum("mode", "fine_tune", ["fine_tune", "feature_based"],
                       "Fine-tune BERT, or train a BiLSTM on frozen BERT features (Table 7).",
                       **into)
-    flags.DEFINE_bool("causal", False, "fine_tune the left-to-right (GPT-style) model: causal "
-                      "attention, so each token's tag sees only the tokens up to it.", **into)
-    flags.DEFINE_integer("bilstm_units", 0, "fine_tune: units per direction of a randomly "
-                         "initialized BiLSTM between the encoder and the tags (0: none).", **into)
+    runner_flags.define_variant_flags(
+        flag_values, causal="fine_tune the left-to-right (GPT-style) model: causal attention, "
+                            "so each token's tag sees only the tokens up to it.",
+        bilstm_units="fine_tune: units per direction of a randomly initialized BiLSTM between "
+                     "the encoder and the tags (0: none).",
+        export_saved_model="fine_tune: after training, export a SavedModel tagging raw "
+                           "sentences.")
     flags.DEFINE_enum("feature_layers", "concat_last_four", list(FEATURE_LAYERS),
                       "feature_based: which encoder layers make the features (Table 7's rows).",
                       **into)
@@ -74,9 +75,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        **into)
     flags.DEFINE_string("feature_cache_dir", None,
                         "feature_based: cached features (default: <output_dir>/features).", **into)
-    flags.DEFINE_bool("export_saved_model", True,
-                      "fine_tune: after training, export a SavedModel tagging raw sentences.",
-                      **into)
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 

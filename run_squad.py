@@ -52,9 +52,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Called only when the file runs as a script, so that importing it (tests,
-    notebooks) registers nothing in absl's global registry; the shared flags it
-    uses are key flags, listed by `--help`."""
+    """The shared fine-tuning flags at the original `run_squad.py`'s defaults, then SQuAD's own."""
     into = {"flag_values": flag_values}
     runner_flags.define_finetuning_flags(flag_values, max_seq_length=384, learning_rate=3e-5,
                                          num_train_epochs=2.0, train_batch_size=12)
@@ -77,12 +75,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        **into)
     flags.DEFINE_bool("verbose_logging", False,
                       "Log the tokens and targets of the first windows of each file.", **into)
-    flags.DEFINE_integer("bilstm_units", 0,
-                         "Units per direction of a BiLSTM before the span layer (0: none).", **into)
-    flags.DEFINE_bool("causal", False, "Fine-tune the left-to-right (GPT-style) model: causal "
-                      "attention, so each position is scored from the tokens up to it.", **into)
-    flags.DEFINE_bool("export_saved_model", True, "After training, export a SavedModel taking "
-                      "question and context strings.", **into)
+    runner_flags.define_variant_flags(
+        flag_values, causal="Fine-tune the left-to-right (GPT-style) model: causal attention, "
+                            "so each position is scored from the tokens up to it.",
+        bilstm_units="Units per direction of a BiLSTM before the span layer (0: none).",
+        export_saved_model="After training, export a SavedModel taking question and context "
+                           "strings.")
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 

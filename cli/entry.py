@@ -51,6 +51,9 @@ def run_command(define_flags: Callable[[], None], main: Callable[[list[str]], No
     """A runner as a program: its flags defined, listed by `--help`, then `run(main)`.
 
     The same whether the file is run as a script or as its installed command.
+    `define_flags` runs only here, so importing a runner (tests, notebooks)
+    registers nothing in absl's global registry; the shared flags it defines
+    through `cli.runner_flags` are its key flags, listed by `--help`.
     """
     define_flags()
     list_key_flags_under_program(module_name)

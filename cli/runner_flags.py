@@ -95,6 +95,20 @@ def define_finetuning_flags(flag_values: flags.FlagValues, max_seq_length: int =
     define_distribution_flags(flag_values)
 
 
+def define_variant_flags(flag_values: flags.FlagValues, causal: str, bilstm_units: str,
+                         export_saved_model: str) -> None:
+    """The model variants every fine-tuning runner offers, each flag's help in the task's terms.
+
+    `--causal` fine-tunes the left-to-right model, `--bilstm_units` adds
+    Table 5's randomly initialized BiLSTM, `--export_saved_model` exports the
+    trained model for raw text: one name, type and default in every runner.
+    """
+    into = {"flag_values": flag_values}
+    flags.DEFINE_bool("causal", False, causal, **into)
+    flags.DEFINE_integer("bilstm_units", 0, bilstm_units, **into)
+    flags.DEFINE_bool("export_saved_model", True, export_saved_model, **into)
+
+
 def define_pretraining_flags(flag_values: flags.FlagValues) -> None:
     """The original `run_pretraining.py`'s flags plus ours."""
     into = {"flag_values": flag_values}

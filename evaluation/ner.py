@@ -37,7 +37,7 @@ from typing import Sequence
 
 from seqeval.metrics.sequence_labeling import get_entities
 
-from text.tag_schemes import convert_iob1_to_iob2
+from text.tag_schemes import check_aligned, convert_iob1_to_iob2
 
 SCHEMES = ("IOB1", "IOB2")
 Entity = tuple[str, int, int, int]  # type, sentence, first word, last word
@@ -91,12 +91,8 @@ def token_accuracy(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[s
 
 
 def _check_lengths(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> None:
-    if len(gold) != len(predicted):
-        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
-    for index, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted)):
-        if len(gold_tags) != len(predicted_tags):
-            raise ValueError(f"sentence {index}: {len(gold_tags)} gold tags but "
-                             f"{len(predicted_tags)} predicted")
+    check_aligned(gold, predicted, "{first} gold sentences but {second} predicted",
+                  "sentence {index}: {first} gold tags but {second} predicted")
 
 
 def _entities(sequences: Sequence[Sequence[str]], scheme: str, side: str) -> set[Entity]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from data_prep.corpora.assets import cache_dir
-from experiments import grid, jobs, plan, report, scales, summary, tables
+from experiments import grid, jobs, plan, report, scales, schedule, summary, tables
 
 PROGRAM = "python -m experiments"
 
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace, command: str,
     def write_finished(results: Mapping[str, dict]) -> None:
         for table in tables:
             if table.name in written or any(job.key not in results
-                                            for job in jobs.all_jobs(table.jobs)):
+                                            for job in schedule.all_jobs(table.jobs)):
                 continue
             path = report.write_report(table, results, args.output_dir, scale.name,
                                        args.seeds, command)
@@ -145,17 +145,17 @@ def run(args: argparse.Namespace, command: str,
 
     first_table = {}  # tables are finished in the order asked for
     for index, table in enumerate(tables):
-        for job in jobs.all_jobs(table.jobs):
+        for job in schedule.all_jobs(table.jobs):
             first_table.setdefault(job.key, index)
     every = [job for table in tables for job in table.jobs]
     cache = jobs.Cache(cache_root)
-    to_do = plan.make_plan(jobs.all_jobs(every), cache, scale.name)
+    to_do = plan.make_plan(schedule.all_jobs(every), cache, scale.name)
     print(f"Plan: {', '.join(summary.heading(table.name) for table in tables)} at "
           f"{scale.name} scale, "
           f"{args.seeds} seed(s), cache {cache_root}\n{to_do.describe(scale.name)}", flush=True)
     if to_do.to_run and not args.yes:
         plan.confirm(ask)
-    jobs.run_grid(every, cache, runner, args.workers, write_finished,
+    schedule.run_grid(every, cache, runner, args.workers, write_finished,
                   lambda job: first_table[job.key])
     return written[tables[-1].name]
 

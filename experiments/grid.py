@@ -6,7 +6,8 @@ started from the first phase's output folder, so that the later position
 embeddings are trained too. Jobs with equal settings share one cache entry,
 across rows and across tables: Table 5's BERT row, Table 7's pre-training
 and Table 8's 80/10/10 row are one run. Which rows and columns a table has
-is in `tables`.
+is in `tables`. A fine-tuning given no pre-trained run trains the base
+model's shape from random weights: the demo's baseline.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class GridBuilder:
             "do_lower_case": True, "max_seq_length": settings.max_seq_length,
             "max_predictions_per_seq": settings.max_predictions_per_seq,
             "masked_lm_prob": masked_lm_prob, "dupe_factor": settings.dupe_factor,
-            "short_seq_prob": 0.1, "random_seed": 12345 + phase, "no_nsp": not nsp,
+            "short_seq_prob": 0.1, "random_seed": self.scale.data_seed + phase, "no_nsp": not nsp,
             "mask_ratios": ",".join(f"{share:g}" for share in mask_ratios),
             # One chunk holds the whole corpus, so the sources' instances are shuffled together.
             "documents_per_chunk": 100_000},
@@ -99,13 +100,20 @@ class GridBuilder:
                    keep=("eval_results.txt",))
 
     # -- fine-tuning ----------------------------------------------------------------------
-    def _start(self, pretrained: Job, step: int | None) -> dict:
+    def _start(self, pretrained: Job | None, step: int | None) -> dict:
+        """The vocabulary, and the pre-trained model's config and weights (none: random init)."""
+        vocab = {"vocab_file": Output(self.vocab, "vocab.txt")}
+        if pretrained is None:
+            return vocab
         checkpoint = f"ckpt-{step}" if step else "export/bert_model.ckpt"
-        return {"vocab_file": Output(self.vocab, "vocab.txt"),
-                "bert_config_file": Output(pretrained, "bert_config.json"),
+        return {**vocab, "bert_config_file": Output(pretrained, "bert_config.json"),
                 "init_checkpoint": Output(pretrained, checkpoint)}
 
-    def classify(self, pretrained: Job, data: Dataset, task: str, causal: bool = False,
+    def _random_model(self, pretrained: Job | None) -> dict | None:
+        """The base model's shape when fine-tuning starts from random weights (no `pretrained`)."""
+        return model_shape(*self.scale.base_model) if pretrained is None else None
+
+    def classify(self, pretrained: Job | None, data: Dataset, task: str, causal: bool = False,
                  step: int | None = None, transfer: dict | None = None,
                  head: dict | None = None) -> SweepCell:
         """A sweep; from an intermediate first-phase checkpoint (`step`), at that phase's length.
@@ -125,9 +133,9 @@ class GridBuilder:
             "num_restarts": self.seeds, "random_seed": 1, "export_saved_model": False,
             "jit_compile": scale.jit_compile, "log_every": 1000, **scale.classifier, **length},
             {"data_dir": data, **self._start(pretrained, step)},
-            keep=("*.txt", "*.tsv")))
+            model=self._random_model(pretrained), keep=("*.txt", "*.tsv")))
 
-    def tag(self, pretrained: Job, feature_layers: str | None = None,
+    def tag(self, pretrained: Job | None, feature_layers: str | None = None,
             causal: bool = False, transfer: dict | None = None,
             head: dict | None = None) -> SeedsCell:
         """Fine-tuned tagging (left-to-right with `causal`), or the frozen-feature BiLSTM."""
@@ -147,7 +155,8 @@ class GridBuilder:
                 "do_predict": True, "learning_rate": rate, "random_seed": seed,
                 "jit_compile": scale.jit_compile, "log_every": 1000, **scale.tagger, **mode},
                 {"data_dir": self.data.tagging, **self._start(pretrained, None)},
-                keep=("*.txt",)) for seed in range(1, self.seeds + 1)]
+                model=self._random_model(pretrained), keep=("*.txt",))
+                for seed in range(1, self.seeds + 1)]
         return SeedsCell(runs, "eval_f1", "test_f1")
 
     def answer(self, pretrained: Job, causal: bool = False, head: dict | None = None

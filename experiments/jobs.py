@@ -1,4 +1,4 @@
-"""One run of a project tool, cached under a hash of its settings; a grid of them, resumable.
+"""One run of a project tool, cached under a hash of its settings, so a grid of them resumes.
 
 A job is a command line of one of the project's tools (`data_prep.vocab`,
 `data_prep.create_pretraining_data`, `run_pretraining.py`,
@@ -13,6 +13,7 @@ Each job works in `<cache>/runs/<key>/`; `result.json` (the numbers the
 tool wrote) appears there atomically once the tool has exited 0, so a job
 killed at any moment leaves no result and runs again. A killed pre-training
 keeps its checkpoints, and `run_pretraining.py` resumes from the newest one.
+When a grid's runs start is `schedule`'s.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Union
+from typing import Callable, Mapping, Union
 
 from core.atomic import write_atomically
 from evaluation.results import read_eval_results
@@ -141,10 +141,15 @@ def _fingerprint(paths: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
-def subprocess_runner(arguments: list[str], log: Path, environment: Mapping[str, str]) -> None:
-    """Runs a tool with this interpreter from the repository root, its output to `log`."""
+def subprocess_runner(arguments: list[str], log: Path, environment: Mapping[str, str],
+                      niceness: int = 0) -> None:
+    """Runs a tool with this interpreter from the repository root, its output to `log`.
+
+    A positive `niceness` lowers its priority (`nice`, where the system has it).
+    """
+    nice = ["nice", "-n", str(niceness)] if niceness and shutil.which("nice") else []
     with open(log, "w", encoding="utf-8") as output:
-        finished = subprocess.run([sys.executable, *arguments], stdout=output,
+        finished = subprocess.run([*nice, sys.executable, *arguments], stdout=output,
                                   stderr=subprocess.STDOUT, env=dict(environment),
                                   cwd=REPOSITORY)
     if finished.returncode != 0:
@@ -264,85 +269,3 @@ def _prune(output: Path, keep: tuple[str, ...]) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
-
-
-def all_jobs(jobs: Iterable[Job]) -> list[Job]:
-    """`jobs` and everything they read from, once per key, dependencies first."""
-    ordered: dict[str, Job] = {}
-
-    def visit(job: Job) -> None:
-        if job.key in ordered:
-            return
-        for dependency in job.dependencies:
-            visit(dependency)
-        ordered[job.key] = job
-
-    for job in jobs:
-        visit(job)
-    return list(ordered.values())
-
-
-def run_grid(jobs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runner,
-             workers: int = 1,
-             progress: Callable[[Mapping[str, dict]], None] | None = None,
-             rank: Callable[[Job], int] | None = None) -> dict[str, dict]:
-    """Results by job key; a job starts as soon as its inputs are ready and a worker is free.
-
-    Small models keep one core busy better than two, so on a small machine
-    separate runs side by side finish sooner than one after another: each
-    gets its share of the cores, except a run that starts with nothing beside
-    it and nothing else ready, which gets them all. When a run fails, the
-    runs already started finish and nothing more starts. Among the ready
-    runs, those of the lowest `rank` start first (e.g. the first table asked
-    for), and among those the ones that more runs wait on. `progress` is
-    called with the results so far, before the first run and after each.
-    """
-    pending = all_jobs(jobs)
-    results: dict[str, dict] = {}
-    total, started = len(pending), time.monotonic()
-    for job in pending:
-        cached = cache.result(job)
-        if cached is not None:
-            results[job.key] = cached
-    pending = [job for job in pending if job.key not in results]
-    print(f"{total} runs: {total - len(pending)} cached, {len(pending)} to run", flush=True)
-    if progress:
-        progress(results)
-    # Runs that more runs wait on start first (a pre-training before the
-    # fine-tunings of other models), so that the longest chain starts early.
-    waiting = {job.key: 0 for job in pending}
-    for job in reversed(pending):  # a job's dependents come after it
-        for dependency in job.dependencies:
-            if dependency.key in waiting:
-                waiting[dependency.key] += 1 + waiting[job.key]
-    share = max(1, (os.cpu_count() or 1) // workers)
-    running: dict[Future, Job] = {}
-    failure: BaseException | None = None
-    with ThreadPoolExecutor(workers) as pool:
-        while pending or running:
-            ready = sorted((job for job in pending
-                            if all(dependency.key in results for dependency in job.dependencies)),
-                           key=lambda job: (rank(job) if rank else 0, -waiting[job.key]))
-            while failure is None and ready and len(running) < workers:
-                job = ready.pop(0)
-                alone = not running and not ready
-                threads = None if workers == 1 or alone else share
-                running[pool.submit(run_job, job, cache, runner, threads)] = job
-                pending.remove(job)
-            if not running:
-                break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                job = running.pop(future)
-                try:
-                    results[job.key] = future.result()
-                except BaseException as error:  # let the runs beside it finish first
-                    failure = failure or error
-                else:
-                    if progress:
-                        progress(results)
-            print(f"{len(results)}/{total} runs done ({time.monotonic() - started:.0f} s)",
-                  flush=True)
-    if failure is not None:
-        raise failure
-    return results

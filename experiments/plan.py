@@ -83,7 +83,7 @@ def _work(job: Job) -> float:
 
 
 def make_plan(every: Sequence[Job], cache: Cache, scale: str) -> Plan:
-    """The plan of `every` run of a grid (`jobs.all_jobs`), estimated for `scale`."""
+    """The plan of `every` run of a grid (`schedule.all_jobs`), estimated for `scale`."""
     pending: list[Job] = []
     recorded: dict[str, list[tuple[float, float]]] = {}
     for job in every:

@@ -65,6 +65,7 @@ class Scale:
     sentiment_train_examples: int | None
     max_eval_steps: int = 50
     jit_compile: bool = True
+    data_seed: int = 12345  # phase n's records (from 0) are drawn with data_seed + n
     # Table 7 reads the last four blocks, so it needs a model of at least four.
     feature_model: tuple[int, int] | None = None  # None: the base model
     tasks: tuple[str, ...] = ("sentiment", "tagging")

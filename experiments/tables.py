@@ -12,12 +12,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from experiments.cells import Cell, MetricCell, Row, Table
 from experiments.scales import model_shape
+from modeling.feature_tagger import FEATURE_LAYERS
 
 if TYPE_CHECKING:  # grid imports this module (GridBuilder.table), so no import back at run time
     from experiments.grid import GridBuilder
-
-FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
-                  "concat_last_four", "sum_all")
 
 
 def table5(builder: GridBuilder) -> Table:

@@ -10,11 +10,12 @@ from modeling.layers import fast_paths
 from modeling.layers.attention import attention_bias
 from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
+from modeling.layers.settings import ConfigurableModel
 from modeling.layers.transformer import TransformerBlock
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertEncoder(keras.Model):
+class BertEncoder(ConfigurableModel):
     """Maps `input_ids`, `input_mask`, `segment_ids` to contextual vectors.
 
     Returns a dict with `sequence_output` [batch, seq, hidden] and
@@ -39,10 +40,9 @@ class BertEncoder(keras.Model):
                  **kwargs):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
-        self.config = config
-        self.causal = causal
-        self.output_hidden_states = output_hidden_states
-        self.output_attentions = output_attentions
+        self.keep_settings(config=config, causal=causal,
+                           output_hidden_states=output_hidden_states,
+                           output_attentions=output_attentions)
         self.embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.max_position_embeddings,
             config.type_vocab_size, config.initializer_range, config.layer_norm_eps,
@@ -155,19 +155,6 @@ class BertEncoder(keras.Model):
             names.update(_layer_norm_names(f"{prefix}/output/LayerNorm",
                                            block.output_layer_norm))
         return names
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(config=self.config.to_dict(), causal=self.causal,
-                      output_hidden_states=self.output_hidden_states,
-                      output_attentions=self.output_attentions)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        bert_config = BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
 
 
 def _dense_names(prefix: str, dense: keras.layers.Dense) -> dict:

@@ -41,7 +41,9 @@ from keras import ops
 
 from core.atomic import atomic_path
 from modeling.layers.dropout import Dropout
-from modeling.task_models import ENCODER_INPUTS, tagging_loss
+from modeling.layers.settings import ConfigurableModel
+from modeling.inputs import ENCODER_INPUTS
+from modeling.task_models import tagging_loss
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")
@@ -155,7 +157,7 @@ class FeatureBatches(keras.utils.PyDataset):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class FeatureTagger(keras.Model):
+class FeatureTagger(ConfigurableModel):
     """Stacked BiLSTMs over fixed feature vectors, then a linear layer to tag logits.
 
     Inputs: {"features": [batch, seq, width] float, "input_mask": [batch,
@@ -175,9 +177,8 @@ class FeatureTagger(keras.Model):
                              f"{num_labels}, {lstm_units}, {num_lstm_layers}")
         if not 0 <= dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.num_labels = num_labels
-        self.lstm_units = lstm_units
-        self.num_lstm_layers = num_lstm_layers
+        self.keep_settings(num_labels=num_labels, lstm_units=lstm_units,
+                           num_lstm_layers=num_lstm_layers)
         self.dropout_rate = dropout
         self.dropout = Dropout(dropout, dtype=self.dtype_policy)
         self.bilstms = [keras.layers.Bidirectional(
@@ -200,6 +201,5 @@ class FeatureTagger(keras.Model):
         return tagging_loss({"label_ids": y}, y_pred)["loss"]
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "num_labels": self.num_labels,
-                "lstm_units": self.lstm_units, "num_lstm_layers": self.num_lstm_layers,
-                "dropout": self.dropout_rate}
+        # `dropout` names the layer, so the rate it was built with is kept under another name.
+        return {**super().get_config(), "dropout": self.dropout_rate}

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from modeling.preprocessor import split_segments
 from modeling.text_tasks import TextTaskMixin
+from text.tag_schemes import check_aligned
 
 
 class SentenceTextMixin(TextTaskMixin):
@@ -67,12 +68,8 @@ class WordTaggerMixin(TextTaskMixin):
         words = ragged_words(x)
         if y is None:
             return words, None
-        if len(y) != len(x):
-            raise ValueError(f"{len(x)} sentences but {len(y)} tag lists")
-        for index, (sentence, tags) in enumerate(zip(x, y)):
-            if len(sentence) != len(tags):
-                raise ValueError(f"sentence {index} has {len(sentence)} words but "
-                                 f"{len(tags)} tags")
+        check_aligned(x, y, "{first} sentences but {second} tag lists",
+                      "sentence {index} has {first} words but {second} tags")
         ids = label_ids([tag for tags in y for tag in tags], self.label_names)
         return words, words.with_flat_values(tf.constant(ids, tf.int32))
 

@@ -21,11 +21,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import load_tokenizer
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
-
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 @keras.saving.register_keras_serializable(package="bert")

@@ -16,10 +16,11 @@ from keras import ops
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
+from modeling.inputs import ENCODER_INPUTS
 from modeling.layers import fast_paths
+from modeling.layers.settings import ConfigurableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
-_ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def cross_entropy(labels, logits):
@@ -132,7 +133,7 @@ def _check_objective(objective: str) -> None:
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(ConfigurableModel):
     """BERT with its pre-training heads, for one of three objectives.
 
     - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);
@@ -148,8 +149,7 @@ class BertPretrainer(keras.Model):
         _check_objective(objective)
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
-        self.config = config
-        self.objective = objective
+        self.keep_settings(config=config, objective=objective)
         self.encoder = BertEncoder(config, causal=objective == "ltr", name="bert",
                                    dtype=self.dtype_policy)
         table = self.encoder.embedding_table
@@ -181,7 +181,7 @@ class BertPretrainer(keras.Model):
         if missing:
             raise KeyError(f"pre-training features lack {', '.join(missing)} "
                            f"(objective {self.objective!r})")
-        inputs = {key: features[key] for key in _ENCODER_INPUTS}
+        inputs = {key: features[key] for key in ENCODER_INPUTS}
         if self.objective == "ltr":
             encoded = self.encoder(inputs, training=training)
             return {"lm_logits": self.lm_head(encoded["sequence_output"])}
@@ -194,7 +194,7 @@ class BertPretrainer(keras.Model):
         return outputs
 
     def _required_features(self) -> tuple[str, ...]:
-        return _ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
+        return ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The paper's loss from the features in `x`; `y` is unused (labels are features)."""
@@ -226,13 +226,3 @@ class BertPretrainer(keras.Model):
         if self.objective == "mlm_nsp":
             heads.append(self.next_sentence_head)
         return heads
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(config=self.config.to_dict(), objective=self.objective)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)

@@ -31,9 +31,11 @@ from keras import ops
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
-from modeling.layers.dropout import Dropout
 from modeling.heads import LeftToRightLMHead
-from modeling.preprocessor import ENCODER_INPUTS, BertPreprocessor, load_preprocessor
+from modeling.inputs import ENCODER_INPUTS
+from modeling.layers.dropout import Dropout
+from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
+from modeling.preprocessor import BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 from modeling.span_text import SpanTextMixin
@@ -41,16 +43,15 @@ from modeling.text_tasks import TextTaskMixin
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class OutputProjection(keras.layers.Layer):
+class OutputProjection(ConfigurableLayer):
     """logits = x . W^T + b with W stored [units, hidden], under a Google-style name."""
 
     def __init__(self, units: int, hidden_size: int, initializer_range: float,
                  checkpoint_prefix: str, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.hidden_size = hidden_size
-        self.initializer_range = initializer_range
-        self.checkpoint_prefix = checkpoint_prefix
+        self.keep_settings(units=units, hidden_size=hidden_size,
+                           initializer_range=initializer_range,
+                           checkpoint_prefix=checkpoint_prefix)
         self.supports_masking = True  # a BiLSTM below hands its padding mask on
         self.output_weights = self.add_weight(
             shape=(units, hidden_size), name="output_weights",
@@ -69,20 +70,12 @@ class OutputProjection(keras.layers.Layer):
         return {f"{prefix}output_weights": self.output_weights,
                 f"{prefix}output_bias": self.output_bias}
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(units=self.units, hidden_size=self.hidden_size,
-                      initializer_range=self.initializer_range,
-                      checkpoint_prefix=self.checkpoint_prefix)
-        return config
 
-
-class _FineTuningModel(TextTaskMixin, keras.Model):
+class _FineTuningModel(TextTaskMixin, ConfigurableModel):
     """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
 
-    The config holds the BERT hyperparameters as a plain dict plus each
-    subclass's own arguments (`_head_config`), so a `.keras` file rebuilds the
-    same network without pickling a `BertConfig`. An optional `preprocessor`
+    The config holds the BERT hyperparameters as a plain dict plus the
+    settings each subclass keeps (`ConfigurableModel`). An optional `preprocessor`
     (`BertPreprocessor`) lets `fit`/`predict` take raw text (`TextTaskMixin`);
     it travels in the config, so a `.keras` file keeps it.
     """
@@ -90,8 +83,7 @@ class _FineTuningModel(TextTaskMixin, keras.Model):
     def __init__(self, config: BertConfig, causal: bool = False,
                  preprocessor: BertPreprocessor | dict | None = None, **kwargs):
         super().__init__(**kwargs)
-        self.config = config
-        self.causal = causal
+        self.keep_settings(config=config, causal=causal)
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
         self.preprocessor = preprocessor
@@ -136,20 +128,11 @@ class _FineTuningModel(TextTaskMixin, keras.Model):
             self._summary_input_shape = None
         return super().summary(*args, **kwargs)
 
-    def _head_config(self) -> dict:
-        return {}
-
     def get_config(self):
         config = super().get_config()
-        config.update(config=self.config.to_dict(), causal=self.causal, **self._head_config())
         if self.preprocessor is not None:
             config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)
 
     def encode(self, features, training=None, pooled_only: bool = False) -> dict:
         """The encoder's outputs; with `pooled_only`, only `pooled_output` is meaningful.
@@ -189,11 +172,9 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         if both_orders and not causal:
             raise ValueError("both_orders is GPT's similarity input for the left-to-right "
                              "model (causal=True); a bidirectional model sees both texts")
-        self.num_labels = num_labels
-        self.label_names = check_label_names(label_names, num_labels)
-        self.lm_aux_weight = float(lm_aux_weight)
-        self.both_orders = both_orders
-        self.bilstm_units = bilstm_units
+        self.keep_settings(num_labels=num_labels, lm_aux_weight=float(lm_aux_weight),
+                           both_orders=both_orders, bilstm_units=bilstm_units,
+                           label_names=check_label_names(label_names, num_labels))
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
         self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.classifier = OutputProjection(num_labels, self.summary_size,
@@ -205,11 +186,6 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         if causal or bilstm_units:
             self.encoder.pooler.trainable = False  # the summary is not [CLS]'s pooled vector
         self._finish_build((None, 2, None) if both_orders else (None, None))
-
-    def _head_config(self) -> dict:
-        return {"num_labels": self.num_labels, "lm_aux_weight": self.lm_aux_weight,
-                "both_orders": self.both_orders, "bilstm_units": self.bilstm_units,
-                "label_names": self.label_names}
 
     def call(self, features, training=None):
         if self.both_orders:  # [batch, 2, seq]: (a, b) and (b, a), one sequence each
@@ -266,34 +242,43 @@ class BertMultipleChoice(_FineTuningModel):
         return self.scorer.checkpoint_variables()
 
 
-@keras.saving.register_keras_serializable(package="bert")
-class BertSpanModel(SpanTextMixin, _FineTuningModel):
-    """SQuAD: start and end logits per position (the paper's vectors S and E).
+class _SequenceModel(_FineTuningModel):
+    """A head on every position's vector: the sequence output, through an optional BiLSTM.
 
     `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
-    the encoder and the span layer, Table 5's "+ BiLSTM" row.
+    the encoder and the head (Table 5's "+ BiLSTM"), fine-tuned with it. No
+    head here reads [CLS]'s pooled vector, so the pooler stays frozen.
     """
 
     def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
-        kwargs.setdefault("name", "bert_span")
         super().__init__(config, **kwargs)
-        self.bilstm_units = bilstm_units
+        self.keep_settings(bilstm_units=bilstm_units)
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
-        width = 2 * bilstm_units if bilstm_units else config.hidden_size
-        self.span = OutputProjection(2, width, config.initializer_range, "cls/squad",
-                                     name="span", dtype=self.dtype_policy)
-        self.encoder.pooler.trainable = False  # spans read the sequence output only
+        self.sequence_width = 2 * bilstm_units if bilstm_units else config.hidden_size
+        self.encoder.pooler.trainable = False
+
+    def read_sequence(self, features, training=None):
+        """[batch, seq, `sequence_width`]: what the head reads at each position."""
+        sequence = self.encode(features, training)["sequence_output"]
+        if self.bilstm is None:
+            return sequence
+        return self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
+                           training=training)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertSpanModel(SpanTextMixin, _SequenceModel):
+    """SQuAD: start and end logits per position (the paper's vectors S and E)."""
+
+    def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
+        kwargs.setdefault("name", "bert_span")
+        super().__init__(config, bilstm_units, **kwargs)
+        self.span = OutputProjection(2, self.sequence_width, config.initializer_range,
+                                     "cls/squad", name="span", dtype=self.dtype_policy)
         self._finish_build((None, None))
 
-    def _head_config(self) -> dict:
-        return {"bilstm_units": self.bilstm_units}
-
     def call(self, features, training=None):
-        sequence = self.encode(features, training)["sequence_output"]
-        if self.bilstm is not None:
-            sequence = self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
-                                   training=training)
-        logits = self.span(sequence)
+        logits = self.span(self.read_sequence(features, training))
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def head_variables(self) -> dict:
@@ -301,36 +286,21 @@ class BertSpanModel(SpanTextMixin, _FineTuningModel):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTokenTagger(WordTaggerMixin, _FineTuningModel):
-    """Token tagging (NER): K logits at every position, no CRF, as the paper.
-
-    `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
-    the encoder and the tags (Table 5's "+ BiLSTM"), fine-tuned with it.
-    """
+class BertTokenTagger(WordTaggerMixin, _SequenceModel):
+    """Token tagging (NER): K logits at every position, no CRF, as the paper."""
 
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
                  label_names: list[str] | None = None, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
-        super().__init__(config, **kwargs)
-        self.num_labels = num_labels
-        self.label_names = check_label_names(label_names, num_labels)
-        self.bilstm_units = bilstm_units
-        self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
-        width = 2 * bilstm_units if bilstm_units else config.hidden_size
-        self.tagger = OutputProjection(num_labels, width, config.initializer_range, "ner",
-                                       name="tagger", dtype=self.dtype_policy)
-        self.encoder.pooler.trainable = False  # tags read the sequence output only
+        super().__init__(config, bilstm_units, **kwargs)
+        self.keep_settings(num_labels=num_labels,
+                           label_names=check_label_names(label_names, num_labels))
+        self.tagger = OutputProjection(num_labels, self.sequence_width, config.initializer_range,
+                                       "ner", name="tagger", dtype=self.dtype_policy)
         self._finish_build((None, None))
 
-    def _head_config(self) -> dict:
-        return {"num_labels": self.num_labels, "bilstm_units": self.bilstm_units,
-                "label_names": self.label_names}
-
     def call(self, features, training=None):
-        sequence = self.encode(features, training)["sequence_output"]
-        if self.bilstm is not None:
-            sequence = self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
-                                   training=training)
+        sequence = self.read_sequence(features, training)
         return self.tagger(self.dropout(sequence, training=training))
 
     def head_variables(self) -> dict:

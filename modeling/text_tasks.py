@@ -25,8 +25,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from modeling.inputs import ENCODER_INPUTS
 from modeling.optimization import create_optimizer
-from modeling.preprocessor import ENCODER_INPUTS
 
 AUTO = "auto"
 DEFAULT_BATCH_SIZE = 32  # Keras' own default for arrays

@@ -25,6 +25,7 @@ from absl import logging
 from core.atomic import atomic_open
 from modeling.checkpoints import load_weights
 from modeling.encoder import BertEncoder
+from modeling.inputs import ENCODER_INPUTS
 from tasks.contract import TaskResult
 from tasks.model_files import FROZEN_ENCODER, ModelFiles, ResolvedModel, resolve_model_files
 from text.sentence_pairs import pack
@@ -105,7 +106,7 @@ def feature_records(texts: list[tuple[str, str | None]], tokenizer: FullTokenize
         packed = [pack(first, next(seconds) if b is not None else None, max_seq_length,
                        tokenizer.vocab) for first, (_, b) in zip(firsts, batch)]
         arrays = [np.array([getattr(p, field) for p in packed], dtype=np.int32)
-                  for field in ("input_ids", "input_mask", "segment_ids")]
+                  for field in ENCODER_INPUTS]
         values = hidden_states(*arrays).numpy()  # [layers, batch, seq, hidden]
         for offset, example in enumerate(packed):
             features = []

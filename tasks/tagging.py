@@ -33,6 +33,7 @@ from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
+from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
 from tasks.contract import TaskResult
@@ -226,7 +227,7 @@ def _cache_path(split: Split, resolved: ResolvedModel, task: TaggingTask,
     digest = hashlib.sha256(json.dumps(
         {"checkpoint": checkpoint, "files": _checkpoint_fingerprint(checkpoint),
          "config": resolved.config.to_dict(), "dtype": training.dtype}, sort_keys=True).encode())
-    for key in ("input_ids", "input_mask", "segment_ids"):
+    for key in ENCODER_INPUTS:
         digest.update(np.ascontiguousarray(split.arrays[key]).tobytes())
     folder = task.feature_cache_dir or os.path.join(training.output_dir, "features")
     return os.path.join(folder, f"{split.name}-{task.feature_layers}-len{training.max_seq_length}"

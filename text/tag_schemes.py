@@ -3,7 +3,7 @@
 The CoNLL-2003 files are IOB1, where B- appears only between two touching
 entities of one type; the entity-level metric reads IOB2. The reader that
 detects the scheme and the metric that converts it both need these rules,
-so they live below both.
+so they live below both, with the check that tags line up with their words.
 """
 
 from __future__ import annotations
@@ -23,3 +23,19 @@ def convert_iob1_to_iob2(tags: Sequence[str]) -> list[str]:
         converted.append("B-" + tag[2:] if opens_with_inside(previous, tag) else tag)
         previous = tag
     return converted
+
+
+def check_aligned(first: Sequence[Sequence], second: Sequence[Sequence],
+                  count_error: str, length_error: str) -> None:
+    """Raises unless `second` holds one sequence per sentence of `first`, each as long.
+
+    Tags are trained and scored word by word, so one tag too many or too few
+    would shift every tag after it. The errors are formatted with the two
+    counts as `{first}` and `{second}`, and the sentence's `{index}`.
+    """
+    if len(first) != len(second):
+        raise ValueError(count_error.format(first=len(first), second=len(second)))
+    for index, (first_items, second_items) in enumerate(zip(first, second)):
+        if len(first_items) != len(second_items):
+            raise ValueError(length_error.format(index=index, first=len(first_items),
+                                                 second=len(second_items)))

@@ -28,6 +28,7 @@ from absl import logging
 from core import atomic
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
+from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import LABELS_FILE, save_labels
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig
@@ -111,7 +112,7 @@ _PREDICT_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
-            keys: tuple[str, ...] = ("input_ids", "input_mask", "segment_ids")):
+            keys: tuple[str, ...] = ENCODER_INPUTS):
     """The model's outputs for every row of `arrays`, in order, as numpy (dicts kept).
 
     The last batch is padded to `batch_size` so that one traced function

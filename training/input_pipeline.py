@@ -30,6 +30,8 @@ from typing import Iterator, Mapping
 import crcmod.predefined  # the CRC-32C that TFRecord framing uses (apache-beam[tfrecord])
 import tensorflow as tf
 
+from modeling.inputs import ENCODER_INPUTS
+
 # Records in the shuffle buffer; the original used 100 after interleaving.
 _SHUFFLE_BUFFER = 1000
 _MAX_PARALLEL_FILES = 8
@@ -41,7 +43,7 @@ def pretraining_feature_spec(max_seq_length: int,
     sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
     predictions = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
     return {
-        "input_ids": sequence, "input_mask": sequence, "segment_ids": sequence,
+        **{name: sequence for name in ENCODER_INPUTS},
         "masked_lm_positions": predictions, "masked_lm_ids": predictions,
         "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
         "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),

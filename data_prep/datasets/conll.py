@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 import numpy as np
 
 from core.atomic import atomic_open
+from modeling.inputs import ENCODER_INPUTS
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import max_context_owners, windows
 from text.tag_schemes import opens_with_inside
@@ -264,7 +265,7 @@ def windows_to_arrays(windows: Sequence[Window]) -> dict[str, np.ndarray]:
     if not windows:
         raise ValueError("no windows to stack")
     return {name: np.asarray([getattr(window, name) for window in windows], dtype=np.int32)
-            for name in ("input_ids", "input_mask", "segment_ids", "label_ids")}
+            for name in (*ENCODER_INPUTS, "label_ids")}
 
 
 def predictions_to_tags(windows: Sequence[Window], logits_or_ids: np.ndarray,

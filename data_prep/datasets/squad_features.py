@@ -34,6 +34,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from data_prep.datasets.squad import SquadExample
+from modeling.inputs import ENCODER_INPUTS
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import max_context_owners, windows
 from text.tokenization import FullTokenizer
@@ -185,7 +186,7 @@ def features_to_arrays(features: Sequence[InputFeatures]) -> dict[str, np.ndarra
         values = [getattr(f, name) for f in features]
         return np.asarray([0 if v is None else v for v in values], dtype=dtype)
 
-    arrays = {name: column(name, np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    arrays = {name: column(name, np.int32) for name in ENCODER_INPUTS}
     arrays["start_positions"] = column("start_position", np.int32)
     arrays["end_positions"] = column("end_position", np.int32)
     arrays["unique_ids"] = column("unique_id", np.int64)

@@ -24,7 +24,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from experiments import __main__ as driver
-from experiments import grid, jobs, scales, tables
+from experiments import grid, jobs, scales, schedule, tables
 from experiments.summary import whole_curve
 from tests.fixtures import REPO
 
@@ -182,7 +182,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         first = FakeRunner()
         run_driver(arguments(tmp_path, "5"), first, datasets=datasets)
         table5 = grid.GridBuilder(TOY, datasets, 2).table("5")
-        self.assertLen(first.calls, len(jobs.all_jobs(table5.jobs)))
+        self.assertLen(first.calls, len(schedule.all_jobs(table5.jobs)))
 
         again = FakeRunner()
         run_driver(arguments(tmp_path, "5"), again, datasets=datasets)
@@ -191,8 +191,8 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         # Table 8's 80/10/10 row is Table 5's BERT row: its data, pre-training and fine-tunings.
         table8 = FakeRunner()
         run_driver(arguments(tmp_path, "8"), table8, datasets=datasets)
-        needed = jobs.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("8").jobs)
-        shared = {job.key for job in needed} & {job.key for job in jobs.all_jobs(table5.jobs)}
+        needed = schedule.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("8").jobs)
+        shared = {job.key for job in needed} & {job.key for job in schedule.all_jobs(table5.jobs)}
         self.assertGreaterEqual(len(shared), 5)
         self.assertLen(table8.calls, len(needed) - len(shared))
 
@@ -200,13 +200,14 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         tmp_path = self._tmp_path()
         one = write_toy_data(tmp_path / "one")
         two = write_toy_data(tmp_path / "two")
-        keys = [{job.key for job in jobs.all_jobs(grid.GridBuilder(TOY, data, 2).table("5").jobs)}
+        keys = [{job.key for job in
+                 schedule.all_jobs(grid.GridBuilder(TOY, data, 2).table("5").jobs)}
                 for data in (one, two)]
         self.assertEqual(keys[0], keys[1])
 
         more_steps = dataclasses.replace(TOY,
                                          phases=(dataclasses.replace(ONE_PHASE[0], steps=3),))
-        changed = {job.key for job in jobs.all_jobs(
+        changed = {job.key for job in schedule.all_jobs(
             grid.GridBuilder(more_steps, one, 2).table("5").jobs)}
         # the vocabulary and the three sets of records
         self.assertLen(changed & keys[0], 4)
@@ -214,14 +215,14 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             corpus.write("one more line .\n")
         jobs._fingerprint.cache_clear()
         edited = {job.key
-                  for job in jobs.all_jobs(grid.GridBuilder(TOY, one, 2).table("5").jobs)}
+                  for job in schedule.all_jobs(grid.GridBuilder(TOY, one, 2).table("5").jobs)}
         self.assertEmpty(edited & keys[0])
 
     def test_an_interrupted_run_leaves_no_result_and_is_run_again(self):
         tmp_path = self._tmp_path()
         datasets = write_toy_data(tmp_path / "data", tagging=False)
         table = grid.GridBuilder(TOY, datasets, 2).table("5")
-        every = jobs.all_jobs(table.jobs)
+        every = schedule.all_jobs(table.jobs)
         interrupted = FakeRunner(fail_at=4)  # a fine-tuning: not resumable
         with self.assertRaises(KeyboardInterrupt):
             run_driver(arguments(tmp_path, "5"), interrupted, datasets=datasets)
@@ -255,7 +256,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(killed.returncode, -signal.SIGKILL, killed.stderr)
 
         datasets = write_toy_data(tmp_path / "data", tagging=False)
-        every = jobs.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("5").jobs)
+        every = schedule.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("5").jobs)
         results = list((tmp_path / "cache" / "runs").glob(f"*/{jobs.RESULT_FILE}"))
         self.assertLen(results, 2)
         resumed = FakeRunner()
@@ -435,7 +436,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
                  for call in runner.calls if call[0] == "run_pretraining.py"]
         self.assertEqual(sorted(call["max_seq_length"] for call in calls),
                          ["32"] * 3 + ["64"] * 3)
-        pretrainings = [job for job in jobs.all_jobs(builder.table("5").jobs)
+        pretrainings = [job for job in schedule.all_jobs(builder.table("5").jobs)
                         if job.tool == "run_pretraining.py"]
         firsts = {cache.output(job) for job in pretrainings
                   if "init_checkpoint" not in job.inputs}
@@ -468,9 +469,9 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         datasets = write_toy_data(tmp_path / "data")
         builder = grid.GridBuilder(TOY, datasets, 2)
         needed = {job.key for name in ("5", "8")
-                  for job in jobs.all_jobs(builder.table(name).jobs)}
+                  for job in schedule.all_jobs(builder.table(name).jobs)}
         cache = jobs.Cache(tmp_path / "cache")
-        table5_jobs = jobs.all_jobs(builder.table("5").jobs)
+        table5_jobs = schedule.all_jobs(builder.table("5").jobs)
 
         class FailOnceTable5IsDone(FakeRunner):
             def __call__(self, arguments, log, environment):
@@ -483,7 +484,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual([path.name for path in (tmp_path / "results").glob("*.md")],
                          ["table5_toy.md"])
 
-        every = jobs.all_jobs([*builder.table("5").jobs, *builder.table("8").jobs])
+        every = schedule.all_jobs([*builder.table("5").jobs, *builder.table("8").jobs])
         self.assertLen(every, len(needed))  # shared runs are one job
         done = sum(cache.result(job) is not None for job in every)
         runner = FakeRunner()
@@ -517,7 +518,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             if name == "slow":
                 assert started.wait(timeout=30), "after_quick did not start beside slow"
 
-        results = jobs.run_grid([slow, after_quick], jobs.Cache(self._tmp_path()), runner,
+        results = schedule.run_grid([slow, after_quick], jobs.Cache(self._tmp_path()), runner,
                                 workers=2)
         self.assertEqual(set(results), {quick.key, slow.key, after_quick.key})
         share = str(max(1, (os.cpu_count() or 1) // 2))
@@ -527,7 +528,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         datasets = write_toy_data(self._tmp_path() / "data")
 
         def feature_runs(scale, table):
-            return [job for job in jobs.all_jobs(
+            return [job for job in schedule.all_jobs(
                         grid.GridBuilder(scale, datasets, 2).table(table).jobs)
                     if job.settings.get("mode") == "feature_based"]
 
@@ -559,7 +560,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             order.append(next(flag.split("=", 1)[1] for flag in arguments
                               if flag.startswith("--name=")))
 
-        jobs.run_grid([alone, top], jobs.Cache(self._tmp_path()), runner, workers=1)
+        schedule.run_grid([alone, top], jobs.Cache(self._tmp_path()), runner, workers=1)
         # ties keep the given order
         self.assertEqual(order, ["base", "middle", "alone", "top"])
 

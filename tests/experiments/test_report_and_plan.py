@@ -14,7 +14,7 @@ from absl.testing import parameterized
 from matplotlib.container import ErrorbarContainer
 
 from experiments import __main__ as driver
-from experiments import cells, grid, jobs, plan, report, scales, summary, tables
+from experiments import cells, grid, jobs, plan, report, scales, schedule, summary, tables
 from tests.experiments.test_experiments import TOY, FakeRunner, arguments, write_toy_data
 from tests.fixtures import REPO
 
@@ -43,7 +43,7 @@ class ReportOnlyTest(tf.test.TestCase):
     def render_only(self, argv):
         output = io.StringIO()
         with mock.patch.dict(scales.SCALES, {"toy": TOY}), \
-                mock.patch.object(jobs, "run_grid", no_runs), \
+                mock.patch.object(schedule, "run_grid", no_runs), \
                 mock.patch.object(jobs, "run_job", no_runs), \
                 mock.patch.object(driver, "run", no_runs), contextlib.redirect_stdout(output):
             driver.main(["--report_only", *argv])
@@ -119,7 +119,7 @@ class PlanPromptTest(tf.test.TestCase):
         with mock.patch.dict(scales.SCALES, {"toy": TOY}), \
                 mock.patch.object(scales, "default_datasets", return_value=self.datasets), \
                 mock.patch.object(sys, "stdin", io.StringIO(stdin)), \
-                mock.patch.object(jobs, "run_grid", no_runs), \
+                mock.patch.object(schedule, "run_grid", no_runs), \
                 contextlib.redirect_stdout(output), contextlib.redirect_stderr(errors):
             try:
                 driver.main(["--table=6", "--scale=toy", f"--cache_dir={self.root / 'cache'}",
@@ -150,7 +150,7 @@ class PlanPromptTest(tf.test.TestCase):
             driver.run(driver.parse_args(arguments(self.root, "6")), "python -m experiments",
                        runner, TOY, self.datasets)
         self.assertNotIn("Proceed?", printed.getvalue())
-        every = jobs.all_jobs(grid.GridBuilder(TOY, self.datasets, 2).table("6").jobs)
+        every = schedule.all_jobs(grid.GridBuilder(TOY, self.datasets, 2).table("6").jobs)
         self.assertLen(runner.calls, len(every))
 
     def test_answering_yes_runs_and_a_cached_grid_does_not_ask(self):

@@ -5,14 +5,14 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from modeling.checkpoints import load_weights, save_checkpoint
-from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
+from tests.fixtures import tiny_config
 from tests.modeling.harness import KerasTestCase
 
-CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=32)
+CONFIG = tiny_config()
+VOCAB = CONFIG.vocab_size
 
 
 def _features(batch=3, length=10, choices=None):
@@ -21,7 +21,7 @@ def _features(batch=3, length=10, choices=None):
     mask = np.ones(shape, np.int32)
     mask[..., 7:] = 0
     mask[0, ...] = 1
-    return {"input_ids": tf.constant(generator.integers(1, 50, shape), tf.int32),
+    return {"input_ids": tf.constant(generator.integers(1, VOCAB, shape), tf.int32),
             "input_mask": tf.constant(mask), "segment_ids": tf.zeros(shape, tf.int32)}
 
 
@@ -43,7 +43,7 @@ class TaskModelsTest(KerasTestCase):
         self.assertContainsSubset({"output_weights", "output_bias"},
                                   set(BertClassifier(CONFIG, num_labels=2).checkpoint_variables()))
         names = BertSpanModel(CONFIG).checkpoint_variables()
-        self.assertEqual(tuple(names["cls/squad/output_weights"].shape), (2, 16))
+        self.assertEqual(tuple(names["cls/squad/output_weights"].shape), (2, CONFIG.hidden_size))
         with_lstm = BertSpanModel(CONFIG, bilstm_units=4).checkpoint_variables()
         self.assertTrue(any(name.startswith("bilstm/") for name in with_lstm))
 
@@ -66,9 +66,9 @@ class TaskModelsTest(KerasTestCase):
         # token must (it is what the classifier reads).
         ids = features["input_ids"].numpy()
         padded = ids.copy()
-        padded[1, 8] = (padded[1, 8] + 1) % 50
+        padded[1, 8] = (padded[1, 8] + 1) % VOCAB
         last = ids.copy()
-        last[1, 6] = (last[1, 6] + 1) % 50
+        last[1, 6] = (last[1, 6] + 1) % VOCAB
         self.assertAllClose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
                             logits, atol=1e-6, rtol=1e-7)
         self.assertFalse(np.allclose(model({**features, "input_ids": tf.constant(last)}).numpy()[1],
@@ -78,7 +78,7 @@ class TaskModelsTest(KerasTestCase):
         features = _features()
         ids = features["input_ids"].numpy()
         later = ids.copy()
-        later[:, 4] = (later[:, 4] + 1) % 50
+        later[:, 4] = (later[:, 4] + 1) % VOCAB
         changed = {**features, "input_ids": tf.constant(later)}
         causal = BertTokenTagger(CONFIG, num_labels=3, causal=True)
         logits, after = causal(features).numpy(), causal(changed).numpy()
@@ -125,8 +125,8 @@ class TaskModelsTest(KerasTestCase):
         scores = model(features).numpy()
         ids = features["input_ids"].numpy()
         padded, last = ids.copy(), ids.copy()
-        padded[1, 2, 8] = (padded[1, 2, 8] + 1) % 50
-        last[1, 2, 6] = (last[1, 2, 6] + 1) % 50
+        padded[1, 2, 8] = (padded[1, 2, 8] + 1) % VOCAB
+        last[1, 2, 6] = (last[1, 2, 6] + 1) % VOCAB
         self.assertAllClose(model({**features, "input_ids": tf.constant(padded)}).numpy(),
                             scores, atol=1e-6, rtol=1e-7)
         changed = model({**features, "input_ids": tf.constant(last)}).numpy()
@@ -145,7 +145,7 @@ class TaskModelsTest(KerasTestCase):
         tagger = BertTokenTagger(CONFIG, num_labels=3, causal=True, bilstm_units=4)
         ids = features["input_ids"].numpy()
         changed = ids.copy()
-        changed[:, 5] = (changed[:, 5] + 1) % 50
+        changed[:, 5] = (changed[:, 5] + 1) % VOCAB
         before = tagger(features).numpy()
         after = tagger({**features, "input_ids": tf.constant(changed)}).numpy()
         self.assertFalse(np.allclose(before[:, 0], after[:, 0]))
@@ -163,7 +163,7 @@ class TaskModelsTest(KerasTestCase):
         features = _features()
         before = model(features)["start_logits"].numpy()
         ids = features["input_ids"].numpy().copy()
-        ids[:, 5] = (ids[:, 5] + 1) % 50
+        ids[:, 5] = (ids[:, 5] + 1) % VOCAB
         after = model({**features, "input_ids": tf.constant(ids)})["start_logits"].numpy()
         self.assertAllClose(after[:, :5], before[:, :5], atol=1e-6, rtol=1e-7)
         self.assertFalse(np.allclose(after[:, 5], before[:, 5]))
