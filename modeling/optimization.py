@@ -122,7 +122,7 @@ class _DecoupledAdamBase(OptimizerWithBatchUpdate):
                     clip_scale):
         """The variable's and its moments' next values, as one function of the old ones.
 
-        Compiled with XLA (`_FUSED_UPDATE`), this is one pass over the
+        Compiled with XLA (`_fused_update`), this is one pass over the
         variable's memory instead of a dozen element-wise kernels each reading
         and writing the whole tensor, which made the update of the
         [vocab, hidden] embedding table a large share of a step.
@@ -149,7 +149,7 @@ class _DecoupledAdamBase(OptimizerWithBatchUpdate):
         index = self.variable_index(variable)
         m, v = self._m[index], self._v[index]
         step = ops.cast(self.iterations + 1, variable.dtype)
-        new_m, new_v, new_value = _FUSED_UPDATE(
+        new_m, new_v, new_value = _fused_update(
             self, self.decays(variable), gradient, *map(tf.convert_to_tensor, (
                 variable, m, v, learning_rate)), step, apply, clip_scale)
         self.assign(m, new_m)
@@ -266,8 +266,9 @@ def _clip_scale(grads, clip_norm: float):
 # One XLA kernel per variable and step (see `_new_values`), a fast path; the
 # optimizer and whether the variable decays are static, so each (optimizer,
 # shape, decay) compiles once.
-_FUSED_UPDATE = fast_paths.xla_compiled(
-    lambda optimizer, decays, *tensors: optimizer._new_values(decays, *tensors))
+@fast_paths.xla_compiled
+def _fused_update(optimizer: _DecoupledAdamBase, decays: bool, *tensors):
+    return optimizer._new_values(decays, *tensors)
 
 
 def _bias_corrected(m, v, beta_1: float, beta_2: float, step):
