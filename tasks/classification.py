@@ -27,8 +27,8 @@ from evaluation.degenerate_runs import majority_accuracy, run_warning
 from evaluation.results import write_eval_results
 from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
                                   regression_loss)
-from tasks.contract import TaskResult
-from tasks.model_files import FINE_TUNING, ModelFiles, ResolvedModel, resolve_model_files
+from tasks.contract import FineTuningTask, TaskResult
+from tasks.model_files import ResolvedModel
 from tasks.serving import export_classifier
 from training import finetuning, loop
 from training.configs import OptimizationConfig, TrainingConfig, check_non_negative
@@ -284,21 +284,14 @@ def write_submissions(data: ClassificationData, model: keras.Model, task: Classi
     return written
 
 
-class Classification:
+class Classification(FineTuningTask):
     """The contract (`tasks.contract.Task`) for `ClassificationTask`."""
 
-    def prepare(self, task: ClassificationTask, model_files: ModelFiles,
-                training: TrainingConfig, optimization: OptimizationConfig) -> ResolvedModel:
-        del task, optimization  # the task's own checks run when it is built
-        return resolve_model_files(model_files, FINE_TUNING, training.max_seq_length)
-
-    def run(self, task: ClassificationTask, resolved: ResolvedModel, training: TrainingConfig,
-            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
-            ) -> TaskResult:
+    def train_and_score(self, task: ClassificationTask, resolved: ResolvedModel,
+                        training: TrainingConfig, optimization: OptimizationConfig,
+                        strategy: tf.distribute.Strategy) -> TaskResult:
         """Trains (the sweep), evaluates and predicts as `task` asks."""
-        strategy = strategy or tf.distribute.get_strategy()
         output_dir = training.output_dir
-        finetuning.remove_dead_temporaries(strategy, output_dir)
         data = read_data(task, resolved.tokenizer, training.max_seq_length)
         scores, written = {}, []
         if task.do_train:

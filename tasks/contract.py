@@ -20,7 +20,9 @@ from typing import Callable, Protocol, TypeVar, runtime_checkable
 import keras
 import tensorflow as tf
 
-from tasks.model_files import ModelFiles, ResolvedModel
+from tasks.model_files import (FINE_TUNING, ModelFiles, ModelNeeds, ResolvedModel,
+                               resolve_model_files)
+from training import finetuning
 from training.configs import OptimizationConfig, TrainingConfig
 
 TaskT = TypeVar("TaskT", contravariant=True)
@@ -48,6 +50,40 @@ class Task(Protocol[TaskT]):
             optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
             ) -> TaskResult:
         """Does what `task` asks, with `strategy` (default: the current one)."""
+
+
+class FineTuningTask:
+    """The `Task` steps the fine-tuning tasks (classification, SQuAD, tagging) share.
+
+    A subclass says what it needs of the model's files and writes
+    `train_and_score`. The shared part is
+    why this class exists: each fine-tuning run starts by removing what a
+    killed save left behind, before anything reads the folder.
+    """
+
+    def needs(self, task) -> ModelNeeds:
+        """What `task` needs of the model's files (`tasks.model_files`)."""
+        del task
+        return FINE_TUNING
+
+    def prepare(self, task, model_files: ModelFiles, training: TrainingConfig,
+                optimization: OptimizationConfig) -> ResolvedModel:
+        """The model's files resolved by `needs`; the task's dataclass checked itself when made."""
+        del optimization
+        return resolve_model_files(model_files, self.needs(task), training.max_seq_length)
+
+    def run(self, task, resolved: ResolvedModel, training: TrainingConfig,
+            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
+            ) -> TaskResult:
+        strategy = strategy or tf.distribute.get_strategy()
+        finetuning.remove_dead_temporaries(strategy, training.output_dir)
+        return self.train_and_score(task, resolved, training, optimization, strategy)
+
+    def train_and_score(self, task, resolved: ResolvedModel, training: TrainingConfig,
+                        optimization: OptimizationConfig, strategy: tf.distribute.Strategy
+                        ) -> TaskResult:
+        """Trains, evaluates and predicts as `task` asks."""
+        raise NotImplementedError
 
 
 def run_task(family: Task[TaskSettingsT], task: TaskSettingsT, model_files: ModelFiles,

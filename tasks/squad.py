@@ -22,8 +22,8 @@ from data_prep.datasets.squad_features import (InputFeatures, convert_examples_t
 from evaluation.results import write_eval_results
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
 from modeling.task_models import BertSpanModel, span_loss
-from tasks.contract import TaskResult
-from tasks.model_files import FINE_TUNING, ModelFiles, ResolvedModel, resolve_model_files
+from tasks.contract import FineTuningTask, TaskResult
+from tasks.model_files import ResolvedModel
 from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from training import finetuning
@@ -126,21 +126,14 @@ def score(task: SquadTask, predictions: dict[str, str],
                             na_prob_thresh=task.null_score_diff_threshold))
 
 
-class Squad:
+class Squad(FineTuningTask):
     """The contract (`tasks.contract.Task`) for `SquadTask`."""
 
-    def prepare(self, task: SquadTask, model_files: ModelFiles, training: TrainingConfig,
-                optimization: OptimizationConfig) -> ResolvedModel:
-        del task, optimization  # the task's own checks run when it is built
-        return resolve_model_files(model_files, FINE_TUNING, training.max_seq_length)
-
-    def run(self, task: SquadTask, resolved: ResolvedModel, training: TrainingConfig,
-            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
-            ) -> TaskResult:
+    def train_and_score(self, task: SquadTask, resolved: ResolvedModel, training: TrainingConfig,
+                        optimization: OptimizationConfig, strategy: tf.distribute.Strategy
+                        ) -> TaskResult:
         """Trains, predicts and scores as `task` asks; the scores are empty without do_eval."""
-        strategy = strategy or tf.distribute.get_strategy()
         output_dir, length = training.output_dir, training.max_seq_length
-        finetuning.remove_dead_temporaries(strategy, output_dir)
         if task.do_train:  # read before the model is built: a bad file fails fast
             train_arrays = features_to_arrays(read_data(task, task.train_file, resolved.tokenizer,
                                                         length, is_training=True)[1])

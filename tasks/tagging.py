@@ -36,9 +36,9 @@ from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagg
 from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
-from tasks.contract import TaskResult
-from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, ModelFiles, ResolvedModel,
-                               resolve_model_files)
+from tasks.contract import FineTuningTask, TaskResult
+from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, ModelFiles, ModelNeeds,
+                               ResolvedModel)
 from tasks.serving_tagging import export_tagger
 from training import finetuning
 from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
@@ -314,25 +314,25 @@ def score(split: Split, logits: np.ndarray, labels: list[str], scheme: str, pref
     return results
 
 
-class Tagging:
+class Tagging(FineTuningTask):
     """The contract (`tasks.contract.Task`) for `TaggingTask`."""
+
+    def needs(self, task: TaggingTask) -> ModelNeeds:
+        return FROZEN_ENCODER if task.mode == "feature_based" else FINE_TUNING
 
     def prepare(self, task: TaggingTask, model_files: ModelFiles, training: TrainingConfig,
                 optimization: OptimizationConfig) -> ResolvedModel:
-        check_epochs(task, optimization)
-        needs = FROZEN_ENCODER if task.mode == "feature_based" else FINE_TUNING
-        resolved = resolve_model_files(model_files, needs, training.max_seq_length)
+        check_epochs(task, optimization)  # before any file is read
+        resolved = super().prepare(task, model_files, training, optimization)
         if task.mode == "feature_based":
             check_feature_layers(task.feature_layers, resolved.config.num_hidden_layers)
         return resolved
 
-    def run(self, task: TaggingTask, resolved: ResolvedModel, training: TrainingConfig,
-            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
-            ) -> TaskResult:
+    def train_and_score(self, task: TaggingTask, resolved: ResolvedModel,
+                        training: TrainingConfig, optimization: OptimizationConfig,
+                        strategy: tf.distribute.Strategy) -> TaskResult:
         """Trains and/or scores as `task` asks; the scores are those of eval_results.txt."""
-        strategy = strategy or tf.distribute.get_strategy()
         output_dir = training.output_dir
-        finetuning.remove_dead_temporaries(strategy, output_dir)
         labels, scheme, splits = read_data(task, resolved.tokenizer, training.max_seq_length)
         build = fine_tune if task.mode == "fine_tune" else feature_based
         tagger = build(resolved, strategy, task, training, optimization, labels, splits)

@@ -5,9 +5,9 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling.config import BertConfig
 from modeling.optimization import BertAdamW, Lamb, WarmupLinearDecay, create_optimizer
 from modeling.pretrainer import BertPretrainer
+from tests.fixtures import tiny_config
 
 # The original excluded variables from decay by these name fragments.
 ORIGINAL_EXCLUDED = ("LayerNorm", "layer_norm", "bias")
@@ -100,10 +100,7 @@ class OptimizerUpdateTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllClose(steps["bert"], 0.1 / np.sqrt(0.001), rtol=1e-3, atol=0)
 
     def test_decay_exclusions_follow_the_original_names(self):
-        config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
-                            num_attention_heads=2, intermediate_size=32,
-                            max_position_embeddings=8)
-        model = BertPretrainer(config)
+        model = BertPretrainer(tiny_config(num_hidden_layers=1))
         optimizer = create_optimizer(1e-4, 10, 1)
         names = model.checkpoint_variables()
         self.assertGreater(len(names), 10)
