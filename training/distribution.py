@@ -31,14 +31,10 @@ import tensorflow as tf
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Widest model whose float32 CPU training step XLA made faster in
-# `benchmarks/training_speed.py`. On an Intel Xeon with AMX and (two runs) on
-# an AMD EPYC: 1.20x and 1.11-1.18x at hidden size 256 (pre-training), 1.07x /
-# 1.10x and 1.09-1.14x / 1.09-1.13x at 384 (MiniLM fine-tuning, length 64 /
-# 128), but 0.97x and 0.94-0.96x at 768 (BERT-Base pre-training). Those runs
-# let malloc give freed pages back every step; XLA's step allocates more
-# anew, and once the runners kept them (`cli.host_memory`) BERT-Base
-# too trained 1.08x faster under XLA on the AMD machine (A/B, 8 rounds).
-# Wider models were not measured and stay outside XLA.
+# `benchmarks/training_speed.py` (figures: benchmarks/results/training_speed.md,
+# "XLA on a CPU"). BERT-Base gained only once the runners kept freed pages
+# (`cli.host_memory`), since XLA's step allocates more anew; wider models were
+# not measured and stay outside XLA.
 XLA_CPU_MAX_HIDDEN_SIZE = 768
 
 
@@ -159,8 +155,8 @@ def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
     is a large share of the step: models up to BERT-Base size on a CPU, and
     GPUs (where Keras' own `jit_compile="auto"` compiles too; not measured
     here). On a CPU it loses in 16-bit precision, whose products oneDNN
-    runs on the CPU's bfloat16 units outside XLA (1.3-1.7x faster than under
-    XLA at MiniLM size). Several replicas all-reduce inside the step;
+    runs on the CPU's bfloat16 units outside XLA only (figures:
+    benchmarks/results/training_speed.md). Several replicas all-reduce inside the step;
     compiling that is left to the flag.
     """
     if strategy.num_replicas_in_sync != 1 or hidden_size is None:
