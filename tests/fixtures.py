@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -12,6 +13,29 @@ from absl import flags
 from modeling.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Sets a file-size limit (if one is given) and SIGINT's default action, then becomes the command.
+_LAUNCHER = ("import os, resource, signal, sys\n"
+             "limit = int(sys.argv[1])\n"
+             "if limit >= 0:\n"
+             "    resource.setrlimit(resource.RLIMIT_FSIZE,\n"
+             "                       (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+             "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+             "os.execv(sys.argv[2], sys.argv[2:])\n")
+
+
+def launched(command: list[str], file_size_limit: int | None = None) -> list[str]:
+    """`command` behind a tiny launcher that sets its file-size limit and SIGINT's default action.
+
+    subprocess's `preexec_fn` would do the same between fork and exec, but a
+    test process already holds TensorFlow's and gRPC's threads, and a child
+    forked from them can abort before it execs (gRPC's poller did, in one
+    suite run). The launcher is a fresh process, so nothing runs in a fork.
+    (A process started in the background has SIGINT ignored, and Python then
+    leaves it ignored: the launcher restores the default a terminal gives.)
+    """
+    limit = -1 if file_size_limit is None else file_size_limit
+    return [sys.executable, "-c", _LAUNCHER, str(limit), *command]
 GOLDEN = REPO / "tests" / "golden"
 TINY_CONFIG = {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
                "num_attention_heads": 2, "intermediate_size": 64,

@@ -4,7 +4,6 @@ import io
 import os
 import random
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from data_prep.pretraining.local import create_pretraining_data
 from training.input_pipeline import pretraining_feature_spec
 from tests.data_prep.synthetic_corpus import (CLS, SEP, VOCAB, make_corpus, settings_for,
                                               write_corpus)
-from tests.fixtures import REPO
+from tests.fixtures import REPO, launched
 
 pytestmark = pytest.mark.slow
 
@@ -221,15 +220,12 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         expected = [path.read_bytes() for path in sorted(reference.parent.glob("data-*"))]
         limit = min(len(shard) for shard in expected) // 2
 
-        def limit_file_size():
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-
         output = tmp_path / "out" / "data.tfrecord"
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
         limited = subprocess.run(
-            [sys.executable, "-m", "data_prep.create_pretraining_data",
-             *cli_flags_of_settings_for(corpus, output)], cwd=REPO, capture_output=True,
-            text=True, env=env, timeout=300, preexec_fn=limit_file_size)
+            launched([sys.executable, "-m", "data_prep.create_pretraining_data",
+                      *cli_flags_of_settings_for(corpus, output)], file_size_limit=limit),
+            cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
         self.assertEqual(limited.returncode, 1, limited.stderr)
         self.assertNotIn("Traceback", limited.stderr)
         self.assertRegex(
@@ -250,7 +246,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         tmp_path = self._tmp_path()
         folder = tmp_path / "in"
         folder.mkdir()
-        write_corpus(folder / "big.txt", 6000, seed=3)
+        write_corpus(folder / "big.txt", 12000, seed=3)
         (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
         output = tmp_path / "out" / "data.tfrecord"
         flags = cli_flags_of_settings_for((folder, tmp_path / "vocab.txt"), output, num_workers=2,
@@ -258,9 +254,8 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         # A terminal's Ctrl-C reaches the whole process group: the program and its workers. (A
         # background job starts with SIGINT ignored, and Python then leaves it ignored.)
         process = subprocess.Popen(
-            [sys.executable, "-m", "data_prep.create_pretraining_data", *flags], cwd=REPO,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            launched([sys.executable, "-m", "data_prep.create_pretraining_data", *flags]),
+            cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
         try:
             deadline = time.monotonic() + 120
@@ -269,7 +264,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
                 self.assertLess(time.monotonic(), deadline)
                 self.assertIsNone(process.poll())
                 time.sleep(0.05)
-            time.sleep(1.0)
+            time.sleep(0.3)  # into the work: on an idle machine it all takes ~3 s
             os.killpg(process.pid, signal.SIGINT)
             stderr = process.communicate(timeout=120)[1]
         finally:

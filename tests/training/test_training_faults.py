@@ -28,7 +28,7 @@ from absl.testing import parameterized
 
 from core.framework import OBJECT_GRAPH_KEY, seed_generator_states
 from modeling.checkpoints import CheckpointError
-from tests.fixtures import write_pretraining_records, write_tiny_config, REPO
+from tests.fixtures import REPO, launched, write_pretraining_records, write_tiny_config
 from training import loop
 
 pytestmark = pytest.mark.slow
@@ -106,10 +106,11 @@ def pretraining_arguments(inputs, output_dir, **flags) -> list[str]:
     return [f"--{key}={value}" for key, value in arguments.items()]
 
 
-def run_pretraining(inputs, output_dir, preexec_fn=None, **flags):
-    return subprocess.run([sys.executable, PRETRAINING,
-                           *pretraining_arguments(inputs, output_dir, **flags)],
-                          capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
+def run_pretraining(inputs, output_dir, file_size_limit=None, **flags):
+    return subprocess.run(launched([sys.executable, PRETRAINING,
+                                    *pretraining_arguments(inputs, output_dir, **flags)],
+                                   file_size_limit),
+                          capture_output=True, text=True, timeout=300)
 
 
 def _write_inputs(folder: Path) -> tuple[str, str]:
@@ -334,10 +335,8 @@ class ResumeAfterFaultsTest(_FaultsTestCase):
     def test_a_file_size_limit_during_a_save_ends_in_one_line_and_a_rerun_ends_identical(self):
         tmp_path = self._tmp_path()
 
-        def limit_file_size():  # below a checkpoint's data file (~300 KB), above everything else
-            resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
-
-        limited = run_pretraining(self.inputs, tmp_path, preexec_fn=limit_file_size)
+        # Below a checkpoint's data file (~300 KB), above everything else.
+        limited = run_pretraining(self.inputs, tmp_path, file_size_limit=100_000)
         self.assertEqual(limited.returncode, 1, limited.stderr[-3000:])
         self.assertNotIn("Traceback", limited.stderr, limited.stderr[-3000:])
         self.assertEqual(last_line(limited.stderr), (
