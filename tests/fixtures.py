@@ -2,7 +2,9 @@
 
 import importlib
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -45,6 +47,17 @@ TINY_CONFIG = {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
 def tiny_config(**changes) -> BertConfig:
     """A BertConfig small enough to build and run in a unit test; `changes` override fields."""
     return BertConfig(**{**TINY_CONFIG, **changes})
+
+
+def class_folder(test_class: type) -> Path:
+    """A temporary folder for a whole TestCase class, removed after its last test.
+
+    For inputs a `setUpClass` writes once and every test only reads;
+    tf.test's `create_tempdir` lives for one test.
+    """
+    folder = Path(tempfile.mkdtemp())
+    test_class.addClassCleanup(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def write_tiny_config(path: Path, **changes) -> Path:

@@ -1,8 +1,6 @@
 """export_model.py: one source, three layouts, each read back by its own ecosystem's loader path."""
 
 import json
-import tempfile
-from pathlib import Path
 
 import keras
 import tensorflow as tf
@@ -12,7 +10,7 @@ from absl.testing import parameterized
 import export_model
 from modeling import BertClassifier, BertConfig, BertPretrainer, load_encoder, load_tokenizer
 from modeling.checkpoints import export_google_checkpoint, save_checkpoint
-from tests.fixtures import TINY_CONFIG
+from tests.fixtures import TINY_CONFIG, class_folder
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat"]
 INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 8, 3, 0]]),
@@ -32,7 +30,7 @@ class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(tempfile.mkdtemp())
+        cls.root = class_folder(cls)
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
         cls.source = cls.root / "uncased_tiny"
         cls.source.mkdir()

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 import modeling
 from modeling.presets import DownloadError
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, class_folder
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids
 from text.tokenization import FullTokenizer
@@ -68,7 +68,7 @@ class LibraryFlowsTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(tempfile.mkdtemp())
+        cls.root = class_folder(cls)
         cls.folder = Path(REAL_FOLDER) if REAL_FOLDER else tiny_folder(cls.root)
         reference = json.loads((GOLDEN / "minilm_reference.json").read_text())
         cls.golden = np.load(GOLDEN / "minilm_reference.npz") if REAL_FOLDER else None

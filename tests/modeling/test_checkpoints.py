@@ -1,8 +1,6 @@
 """Checkpoints: real MiniLM and Hugging Face heads against PyTorch's outputs, formats round trip."""
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, class_folder
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
 
@@ -320,8 +318,7 @@ class TrainingRunCheckpointsTest(_TempPathTest):
     def setUpClass(cls):
         """One training-run folder for the class; the tests only read it."""
         super().setUpClass()
-        cls.folder = Path(tempfile.mkdtemp())
-        cls.addClassCleanup(shutil.rmtree, cls.folder, ignore_errors=True)
+        cls.folder = class_folder(cls)
         cls.values = _write_training_run(cls.folder)
 
     def test_training_checkpoint_keeps_weights_under_optimizer_keys(self):

@@ -17,7 +17,7 @@ from core.downloads import DownloadError
 from modeling import BertConfig, BertEncoder, load_config, load_encoder, load_tokenizer, presets
 from modeling.checkpoints import export_google_checkpoint, export_huggingface, load_weights
 from modeling.config import ConfigError
-from tests.fixtures import TINY_CONFIG, write_tiny_config
+from tests.fixtures import TINY_CONFIG, class_folder, write_tiny_config
 from tests.loopback_http import LoopbackServer, closed_port_url
 
 GOOGLE_NAME = "uncased_L-2_H-128_A-2"
@@ -59,7 +59,7 @@ class PresetsTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.work = Path(tempfile.mkdtemp())
+        cls.work = class_folder(cls)
         cls.google_encoder, cls.hf_encoder = _encoder(1), _encoder(2)
         release = _google_folder(cls.work / GOOGLE_NAME, cls.google_encoder)
         cls.google_zip = _zip_of(release)

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +18,8 @@ import tensorflow as tf
 
 from modeling import BertConfig, BertEncoder, export_tf_hub, load_encoder, load_tokenizer
 from modeling.checkpoints import export_google_checkpoint
+from tests.fixtures import TINY_CONFIG, class_folder
 from text.sentence_pairs import pack_ids
-from tests.fixtures import TINY_CONFIG
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat",
          "a", "dog", "ran", "far", "away", ".", ","]
@@ -72,7 +71,7 @@ class TfHubExportTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(tempfile.mkdtemp())
+        cls.root = class_folder(cls)
         cls.source = _tiny_release(cls.root / "uncased_tiny")
         cls.exported = export_tf_hub(cls.source, cls.root / "hub", SEQUENCE_LENGTH)
 

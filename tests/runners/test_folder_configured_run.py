@@ -3,17 +3,14 @@ vocabulary flag, evaluation scores in TensorBoard, no TensorFlow C++ start-up li
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, event_scalars, write_tiny_config
+from tests.fixtures import REPO, class_folder, event_scalars, write_tiny_config
 from tests.runners.test_run_classifier import BAD, GOOD
 
 pytestmark = pytest.mark.slow
@@ -28,7 +25,7 @@ class FolderConfiguredRunTest(tf.test.TestCase):
         from modeling.config import BertConfig
         from modeling.pretrainer import BertPretrainer
 
-        cls.root = Path(tempfile.mkdtemp())
+        cls.root = class_folder(cls)
         data = cls.root / "SST-2"
         data.mkdir()
         rows = [(text, 1) for text in GOOD] + [(text, 0) for text in BAD]
@@ -43,11 +40,6 @@ class FolderConfiguredRunTest(tf.test.TestCase):
         # Hugging Face's layout: config.json, vocab.txt, model.safetensors.
         cls.model = export_huggingface(BertPretrainer(config), cls.root / "hf", config)
         (cls.model / "vocab.txt").write_text("\n".join(tokens) + "\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.root, ignore_errors=True)
-        super().tearDownClass()
 
     def test_folder_alone_configures_the_run_and_scores_reach_tensorboard(self):
         output = self.root / "out"

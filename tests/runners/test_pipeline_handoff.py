@@ -9,16 +9,14 @@ reads every weight its predecessor wrote, not only that it runs.
 import json
 import random
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
-from tests.fixtures import REPO, write_tiny_config
+from tests.fixtures import REPO, class_folder, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -95,8 +93,7 @@ class PipelineHandoffTest(tf.test.TestCase):
     def setUpClass(cls):
         """Runs the two pre-training phases once for the tests below."""
         super().setUpClass()
-        cls.folder = Path(tempfile.mkdtemp())
-        cls.addClassCleanup(shutil.rmtree, cls.folder, ignore_errors=True)
+        cls.folder = class_folder(cls)
         cls.phase1, cls.phase2, cls.log = _run_pipeline(cls.folder)
 
     def _tmp_path(self) -> Path:

@@ -2,10 +2,8 @@
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
+from tests.fixtures import REPO, class_folder, event_scalars, run_main, write_tiny_config
 from tests.training.test_training_faults import checkpoint_values, run_killed
 
 pytestmark = pytest.mark.slow
@@ -82,13 +80,8 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(tempfile.mkdtemp())
+        cls.root = class_folder(cls)
         cls.sst2 = _sst2(cls.root)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.root, ignore_errors=True)
-        super().tearDownClass()
 
     def _tmp_path(self) -> Path:
         return Path(self.create_tempdir().full_path)

@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
+from tests.fixtures import REPO, class_folder, event_scalars, run_main, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -112,8 +111,7 @@ class RunNerTest(tf.test.TestCase, parameterized.TestCase):
     def setUpClass(cls):
         """The vocabulary, config, CoNLL files and a 4-block checkpoint, written once."""
         super().setUpClass()
-        cls.assets = _write_assets(Path(tempfile.mkdtemp()))
-        cls.addClassCleanup(shutil.rmtree, cls.assets, ignore_errors=True)
+        cls.assets = _write_assets(class_folder(cls))
         cls.checkpoint = _write_checkpoint(cls.assets)
 
     def _tmp_path(self) -> Path:

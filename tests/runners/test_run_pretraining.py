@@ -3,12 +3,10 @@
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +15,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, run_main, write_pretraining_records, write_tiny_config
+from tests.fixtures import (REPO, class_folder, run_main, write_pretraining_records,
+                            write_tiny_config)
 from tests.training.test_input_pipeline import record_offsets
 
 pytestmark = pytest.mark.slow
@@ -66,8 +65,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
     def setUpClass(cls):
         """The records and config every run reads, written once."""
         super().setUpClass()
-        folder = Path(tempfile.mkdtemp())
-        cls.addClassCleanup(shutil.rmtree, folder, ignore_errors=True)
+        folder = class_folder(cls)
         cls.inputs = (write_pretraining_records(folder / "train.tfrecord", 96),
                       write_tiny_config(folder / "bert_config.json"))
 

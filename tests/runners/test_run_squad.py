@@ -13,17 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, event_scalars, run_main, write_tiny_config
+from tests.fixtures import REPO, class_folder, event_scalars, run_main, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -134,8 +132,7 @@ class RunSquadTest(tf.test.TestCase):
     def setUpClass(cls):
         """The vocabulary, config and both SQuAD files, written once."""
         super().setUpClass()
-        cls.assets = _write_assets(Path(tempfile.mkdtemp()))
-        cls.addClassCleanup(shutil.rmtree, cls.assets, ignore_errors=True)
+        cls.assets = _write_assets(class_folder(cls))
 
     def _tmp_path(self) -> Path:
         return Path(self.create_tempdir().full_path)

@@ -5,7 +5,6 @@ to write its output folder; `modeling.load_task_model` (and the classes'
 `from_pretrained`) read it back.
 """
 
-import tempfile
 from pathlib import Path
 
 import keras
@@ -26,7 +25,7 @@ class LabelsRoundTripTest(tf.test.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(tempfile.mkdtemp())
+        self.root = Path(self.create_tempdir().full_path)
         (self.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         self.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
 

@@ -1,15 +1,13 @@
 """The SavedModel's in-graph packing gives the inputs training gave: `sentence_pairs.pack`'s."""
 
 import os
-import shutil
 import stat
-import tempfile
-from pathlib import Path
 
 import tensorflow as tf
 from absl.testing import parameterized
 
 from tasks.serving import ClassifierServing, export_classifier
+from tests.fixtures import class_folder
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
 
@@ -39,8 +37,7 @@ class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
     def setUpClass(cls):
         """One vocabulary and serving module for the class: every test reads, none changes it."""
         super().setUpClass()
-        root = Path(tempfile.mkdtemp())
-        cls.addClassCleanup(shutil.rmtree, root, ignore_errors=True)
+        root = class_folder(cls)
         vocab = root / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",
                                     "mat", "a", "dog", "##s"]) + "\n", encoding="utf-8")

@@ -7,8 +7,6 @@ one window, where the two must agree exactly.
 """
 
 import dataclasses
-import tempfile
-from pathlib import Path
 
 import keras
 import tensorflow as tf
@@ -23,7 +21,7 @@ from tasks.serving_span import export_span_model
 from tasks.serving_tagging import export_tagger
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
-from tests.fixtures import TINY_CONFIG
+from tests.fixtures import TINY_CONFIG, class_folder
 from text.tokenization import FullTokenizer
 from training import finetuning
 
@@ -45,7 +43,7 @@ class RawTextServingTest(tf.test.TestCase, parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(tempfile.mkdtemp())
+        cls.root = class_folder(cls)
         (cls.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         cls.tokenizer = FullTokenizer(str(cls.root / "vocab.txt"))
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})

@@ -12,12 +12,10 @@ import json
 import os
 import re
 import resource
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import keras
@@ -28,7 +26,8 @@ from absl.testing import parameterized
 
 from core.framework import OBJECT_GRAPH_KEY, seed_generator_states
 from modeling.checkpoints import CheckpointError
-from tests.fixtures import REPO, launched, write_pretraining_records, write_tiny_config
+from tests.fixtures import (REPO, class_folder, launched, write_pretraining_records,
+                            write_tiny_config)
 from training import loop
 
 pytestmark = pytest.mark.slow
@@ -186,8 +185,7 @@ class _FaultsTestCase(tf.test.TestCase, parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(tempfile.mkdtemp())
-        cls.addClassCleanup(shutil.rmtree, cls.root, ignore_errors=True)
+        cls.root = class_folder(cls)
         cls.inputs = _write_inputs(cls.root)
 
     def _tmp_path(self) -> Path:

@@ -1,8 +1,6 @@
 """CoNLL reading, WordPiece windows with first-sub-token labels, and predictions back to words."""
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ from absl.testing import parameterized
 from data_prep.datasets.conll import (Sentence, build_windows, detect_scheme, label_list,
                                       predictions_to_tags, read_conll, windows_to_arrays,
                                       write_conll_predictions)
+from tests.fixtures import class_folder
 from text.tag_schemes import convert_iob1_to_iob2
 from text.tokenization import FullTokenizer
 
@@ -49,8 +48,7 @@ class ConllTest(tf.test.TestCase, parameterized.TestCase):
     def setUpClass(cls):
         """One small vocabulary for the class; no test changes the tokenizer."""
         super().setUpClass()
-        root = Path(tempfile.mkdtemp())
-        cls.addClassCleanup(shutil.rmtree, root, ignore_errors=True)
+        root = class_folder(cls)
         vocab = root / "vocab.txt"
         vocab.write_text("\n".join(SPECIAL + WORDS) + "\n", encoding="utf-8")
         cls.tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
