@@ -198,3 +198,4 @@ if __name__ == "__main__":
     except (OSError, ValueError, jobs.JobFailed) as error:
         print(f"demo.py: error: {error}", file=sys.stderr)
         sys.exit(1)
+

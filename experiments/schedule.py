@@ -51,10 +51,10 @@ def run_grid(runs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
     Each run side by side gets its share of the cores, except a run that
     starts with nothing beside it and nothing else ready, which gets them
     all. When a run fails, the runs already started finish and nothing more
-    starts. Among the ready
-    runs, those of the lowest `rank` start first (e.g. the first table asked
-    for), and among those the ones that more runs wait on. `progress` is
-    called with the results so far, before the first run and after each.
+    starts. Among the ready runs, those of the lowest `rank` start first
+    (e.g. the first table asked for), and among those the ones that more
+    runs wait on. `progress` is called with the results so far, before the
+    first run and after each.
     """
     pending = all_jobs(runs)
     results: dict[str, dict] = {}
@@ -155,7 +155,7 @@ class IdleTimeRunner(Generic[Item]):
 
 def run_in_idle_time(background: Sequence[Job], cache: Cache,
                      runner: Runner = idle_runner) -> IdleTimeRunner[Job]:
-    """Starts the runs of `background` not yet cached, one thread each, at the lowest priority.
+    """Starts the runs of `background` not yet cached, one at a time at the lowest priority.
 
     Their inputs must be ready: a run made by another job needs that job's
     result in the cache first (run it with `run_grid`).
