@@ -1,4 +1,4 @@
-"""`pip install .` brings every package the installed code imports, and an extra brings its feature's.
+"""`pip install .` brings every package the installed code imports; each extra, its feature's.
 
 requirements.txt, the lock that `make test` installs, can hold a package
 that pyproject.toml lacks, and then every test passes while the installed
