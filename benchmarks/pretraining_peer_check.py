@@ -42,15 +42,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
-import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
+from core import extras  # noqa: E402
 from modeling.config import BertConfig  # noqa: E402
 from modeling.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
 from modeling.pretrainer import BertPretrainer, pretraining_losses  # noqa: E402
 from training.input_pipeline import pretraining_dataset  # noqa: E402
 from training.loop import Trainer  # noqa: E402
+
+with extras.needed("benchmarks"):
+    import keras_hub
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -151,9 +154,10 @@ def report(args, curves: dict[str, list[float]], seconds: dict[str, float], argv
 
 
 def plot(args, curves: dict[str, list[float]], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with extras.needed("benchmarks"):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     steps = list(range(args.eval_every, args.steps + 1, args.eval_every))
     figure, axis = plt.subplots(figsize=(6, 4))
     for name, curve in curves.items():

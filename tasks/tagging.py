@@ -26,8 +26,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data_prep.datasets.conll import (build_windows, detect_scheme, label_list, predictions_to_tags,
-                                      read_conll, windows_to_arrays, write_conll_predictions)
+from data_prep.datasets.conll import (build_windows, check_entity_tags, detect_scheme, label_list,
+                                      predictions_to_tags, read_conll, windows_to_arrays,
+                                      write_conll_predictions)
 from evaluation.ner import entity_scores, token_accuracy
 from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
@@ -152,6 +153,8 @@ def read_data(task: TaggingTask, tokenizer, max_seq_length: int
     if not task.labels and "train" not in sentences:
         sentences["train"] = _read_split(task.data_dir, "train")
     _check_same_columns(sentences)
+    for name, split in sentences.items():
+        check_entity_tags(split, training=name == "train")
     labels = list(task.labels or label_list(sentences["train"]))
     _check_labels(labels)
     scheme = task.tag_scheme if task.tag_scheme != "auto" else detect_scheme(
