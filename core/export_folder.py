@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from core import atomic, faults
+from core.run_folder import read_stamp
 
 STAMP_NAME = "export_owner.json"
 _ADVICE = "pass a new or empty folder"
@@ -82,7 +83,8 @@ def check_export_folder(folder: str | os.PathLike, kind: str,
                                       f"export replaces its folder whole, so {_ADVICE}")
     if not os.path.isdir(path) or not os.listdir(path):
         return path
-    stamp = _read_stamp(path, named)
+    stamp = read_stamp(os.path.join(path, STAMP_NAME), "kind", ExportFolderRefused,
+                       f"{named} is no export to replace: {_ADVICE}")
     if stamp is None:  # only its top level is read: it may be a large tree of the user's
         raise ExportFolderRefused(f"{named} holds files no export wrote "
                                   f"({_listing(os.listdir(path))}); an export replaces its "
@@ -90,7 +92,8 @@ def check_export_folder(folder: str | os.PathLike, kind: str,
     if stamp["kind"] != kind:
         raise ExportFolderRefused(f"{named} holds a {stamp['kind']} export ({STAMP_NAME}); "
                                   f"this is a {kind} export: {_ADVICE}")
-    foreign = _entries(path) - set(stamp["files"]) - {STAMP_NAME}
+    files = stamp.get("files") if isinstance(stamp.get("files"), list) else []
+    foreign = _entries(path) - {entry for entry in files if isinstance(entry, str)} - {STAMP_NAME}
     if foreign:
         raise ExportFolderRefused(f"{named} holds files its earlier {kind} export did not "
                                   f"write ({_listing(foreign)}); move them out, or {_ADVICE}")
@@ -140,23 +143,6 @@ def _entries(folder: str) -> set[str]:
 def _raise(error: OSError) -> None:
     """A folder that cannot be listed is not one to replace: its error reaches the user."""
     raise error
-
-
-def _read_stamp(folder: str, named: str) -> dict | None:
-    path = os.path.join(folder, STAMP_NAME)
-    try:
-        with open(path, encoding="utf-8") as reader:
-            stamp = json.load(reader)
-    except FileNotFoundError:
-        return None
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ExportFolderRefused(f"{named}: its {STAMP_NAME} is not valid JSON ({error}); "
-                                  f"{_ADVICE}") from None
-    if not (isinstance(stamp, dict) and isinstance(stamp.get("kind"), str)
-            and isinstance(stamp.get("files"), list)):
-        raise ExportFolderRefused(f"{named}: its {STAMP_NAME} names no export kind and files; "
-                                  f"{_ADVICE}")
-    return stamp
 
 
 def _listing(entries: Iterable[str], shown: int = 3) -> str:

@@ -94,12 +94,21 @@ class CheckExportFolderTest(tf.test.TestCase, parameterized.TestCase):
                                     r"empty folder$"):
             check_export_folder(out, "google")
 
-    @parameterized.parameters(("[1, 2]", "names no export kind and files"),
-                              ("{", "is not valid JSON"))
+    @parameterized.parameters(("[1, 2]", "names no kind"), ("{", r"is not valid JSON \("))
     def test_a_broken_stamp_is_refused(self, stamp, message):
         (self.root / "out").mkdir()
         (self.root / "out" / STAMP_NAME).write_text(stamp)
-        with self.assertRaisesRegex(ExportFolderRefused, f"its {STAMP_NAME} {message}"):
+        with self.assertRaisesRegex(ExportFolderRefused,
+                                    f"^{re.escape(str(self.root / 'out' / STAMP_NAME))} "
+                                    f"{message}.*; folder '.*/out' is no export to replace: "
+                                    "pass a new or empty folder$"):
+            check_export_folder(self.root / "out", "google")
+
+    def test_a_stamp_without_its_file_list_keeps_every_file(self):
+        (self.root / "out").mkdir()
+        (self.root / "out" / STAMP_NAME).write_text('{"kind": "google", "files": "vocab.txt"}')
+        (self.root / "out" / "vocab.txt").write_text("mine")
+        with self.assertRaisesRegex(ExportFolderRefused, r"did not write \(vocab\.txt\)"):
             check_export_folder(self.root / "out", "google")
 
 
