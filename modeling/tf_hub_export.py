@@ -32,14 +32,15 @@ The encoder takes the three int32 inputs, runs in float32, and accepts
 
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 
 import tensorflow as tf
 
-from core.atomic import atomic_folder
+from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from modeling.pretrained import load_encoder, load_tokenizer
+from modeling.pretrained import load_config, load_encoder, load_tokenizer
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
 
@@ -56,17 +57,24 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
     `source` is any folder or checkpoint `load_encoder` takes; its casing
     comes from the folder unless `do_lower_case` is given. `sequence_length`
     is what the preprocessor's default signature pads to (`bert_pack_inputs`
-    takes its own). `folder` appears whole or not at all.
+    takes its own). `folder` must be new, empty, or an earlier TF Hub export
+    (`core.export_folder`: it is then replaced whole); it appears whole or
+    not at all. Every argument is checked before the weights are loaded.
     """
-    encoder = load_encoder(source, output_hidden_states=True)
-    limit = encoder.config.max_position_embeddings
+    check_export_folder(folder, "tf_hub", [source])
+    if not isinstance(sequence_length, numbers.Integral) or isinstance(sequence_length, bool):
+        raise ValueError(f"sequence_length must be an integer, got {sequence_length!r}")
+    if do_lower_case is not None and not isinstance(do_lower_case, bool):
+        raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
+    limit = load_config(source).max_position_embeddings
     if not 3 <= sequence_length <= limit:
         raise ValueError(f"sequence_length must be between 3 and the model's "
                          f"max_position_embeddings ({limit}), got {sequence_length}")
     tokenizer = load_tokenizer(source, do_lower_case)
-    preprocess = HubPreprocess(tokenizer, sequence_length, limit)
+    encoder = load_encoder(source, output_hidden_states=True)
+    preprocess = HubPreprocess(tokenizer, int(sequence_length), limit)
     hub_encoder = HubEncoder(encoder, tokenizer)
-    with atomic_folder(folder) as staging:
+    with export_folder(folder, "tf_hub", [source]) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),
                             signatures={"serving_default": preprocess.__call__})
         tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
