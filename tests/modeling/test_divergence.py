@@ -55,6 +55,7 @@ class FitDivergedTest(tf.test.TestCase):
         for before, after in zip(expected, actual):
             self.assertAllEqual(before, after)
 
+    @pytest.mark.slow
     def test_a_nan_at_step_3_stops_fit_with_the_weights_from_step_2(self):
         model = self._model(num_labels=1)
         model.compile()
