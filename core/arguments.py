@@ -1,0 +1,76 @@
+"""Checks for the counts and numbers a caller passes, with messages that name the argument.
+
+A count of 0, a string where a count belongs, or a NaN rate does not fail
+where it is given: Keras falls back to a default batch size for 0, a NaN
+learning rate trains every weight into NaN, and `"2" < 1` fails deep inside
+with a message about `<`. These checks refuse such values at the edge, in
+the library's own words: the argument's name, the value, what is allowed.
+Numbers from NumPy count as numbers; `True` and `"2"` do not.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def is_integer(value: Any) -> bool:
+    """A Python or NumPy integer, not a bool (`True` is an int to Python, not a count)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite real number (int or float, Python or NumPy), not a bool."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_integer(name: str, value: Any, minimum: int = 1,
+                  error: type[Exception] = ValueError) -> int:
+    """`value` as an int, if it is an integer >= `minimum`.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+      minimum: the smallest value allowed (1: a positive count).
+      error: the exception class to raise (a ValueError subclass).
+    """
+    if not is_integer(value) or value < minimum:
+        allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise error(f"{name} must be {allowed}, got {value!r}")
+    return int(value)
+
+
+def check_number(name: str, value: Any, minimum: float | None = None,
+                 maximum: float | None = None, *, above: bool = False, below: bool = False,
+                 error: type[Exception] = ValueError) -> float:
+    """`value` as a float, if it is a finite number in the range given.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+      minimum, maximum: the range's ends; None leaves that side open.
+      above: `value` must exceed `minimum` rather than equal it at least.
+      below: `value` must stay under `maximum` rather than reach it at most.
+      error: the exception class to raise (a ValueError subclass).
+    """
+    inside = is_number(value) and (
+        minimum is None or (value > minimum if above else value >= minimum)) and (
+        maximum is None or (value < maximum if below else value <= maximum))
+    if not inside:
+        raise error(f"{name} must be {_range(minimum, maximum, above, below)}, got {value!r}")
+    return float(value)
+
+
+def _range(minimum: float | None, maximum: float | None, above: bool, below: bool) -> str:
+    if minimum == 0 and above and maximum is None:
+        return "a positive finite number"
+    if minimum is not None and maximum is not None:
+        return (f"a finite number in {'(' if above else '['}{minimum:g}, "
+                f"{maximum:g}{')' if below else ']'}")
+    if minimum is not None:
+        return f"a finite number {'>' if above else '>='} {minimum:g}"
+    if maximum is not None:
+        return f"a finite number {'<' if below else '<='} {maximum:g}"
+    return "a finite number"
