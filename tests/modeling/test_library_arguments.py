@@ -13,8 +13,9 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling import (BertClassifier, BertConfig, BertMultipleChoice, BertSpanModel,
-                      BertTokenTagger, load_config, load_encoder, load_preprocessor)
+from modeling import (BertClassifier, BertConfig, BertMultipleChoice, BertPreprocessor,
+                      BertSpanModel, BertTokenTagger, load_config, load_encoder,
+                      load_preprocessor)
 from tests.fixtures import class_folder, tiny_config
 from tests.modeling.tiny_folder import tiny_folder
 
@@ -233,11 +234,13 @@ class SourcesTest(tf.test.TestCase):
             BertClassifier.from_pretrained("", num_labels=2)
 
     def test_a_window_longer_than_the_position_embeddings_is_refused_when_built(self):
-        message = ("the preprocessor's sequence_length=1000000000 exceeds the encoder's "
-                   "max_position_embeddings=64")
+        # load_preprocessor refuses it first, from the folder's config, before building anything.
+        message = (r"sequence_length must be an integer from 3 to the model's "
+                   r"max_position_embeddings \(64\), got 1000000000")
         with self.assertRaisesRegex(ValueError, message):
             BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=10**9)
-        preprocessor = load_preprocessor(self.folder, sequence_length=65)
+        preprocessor = BertPreprocessor(load_preprocessor(self.folder, 16).vocabulary,
+                                        sequence_length=65)  # built without the model's config
         with self.assertRaisesRegex(ValueError, "sequence_length=65 exceeds"):
             BertTokenTagger(BertConfig.from_json_file(Path(self.folder) / "bert_config.json"),
                             num_labels=2, preprocessor=preprocessor)
