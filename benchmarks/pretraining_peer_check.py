@@ -85,6 +85,7 @@ def train_ours(args, config: BertConfig, data, evaluate) -> list[float]:
     trainer = Trainer(model, optimizer, tf.distribute.get_strategy(),
                       lambda features, outputs: pretraining_losses(features, outputs, "mlm"),
                       scratch.name, jit_compile=True)
+    trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(data)
 
     class _Same:  # hands the one iterator to every train() call, so the batches continue

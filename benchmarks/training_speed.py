@@ -189,6 +189,7 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
         optimizer = create_optimizer(LEARNING_RATE, 100_000, 0)
         trainer = Trainer(model, optimizer, strategy, loss_fn, scratch.name,
                           jit_compile=jit_compile)
+        trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(strategy.experimental_distribute_dataset(data))
     logs = {}
     callbacks = [lambda step, values: logs.update(values)]

@@ -2,7 +2,7 @@
 
 Both need the same pieces: the optimizer with the warmup-then-decay
 schedule (wrapped for loss scaling under mixed_float16), a
-`loop.Trainer` that restores the newest checkpoint, a distributed dataset
+`loop.Trainer` and its restore of the newest checkpoint, a distributed dataset
 that skips the batches a resumed run already consumed, and the callbacks
 that save checkpoints and report progress. Building them in one class keeps
 resuming, divergence handling and the step arithmetic of gradient
@@ -32,9 +32,10 @@ class TrainingRun:
     """A model, its optimizer and its checkpoints under `checkpoint_dir`, ready to train.
 
     `num_updates` and `num_warmup` count optimizer updates; the Trainer
-    counts micro-batches, `gradient_accumulation_steps` per update. The
-    newest checkpoint in `checkpoint_dir` is restored on construction, so
-    `restored_from` tells whether pre-trained weights should still be loaded.
+    counts micro-batches, `gradient_accumulation_steps` per update.
+    Construction ends with the Trainer's restore of the newest checkpoint in
+    `checkpoint_dir`, so `restored_from` tells whether pre-trained weights
+    should still be loaded.
     """
 
     def __init__(self, model: keras.Model, loss_fn: loop.LossFunction,
@@ -64,6 +65,7 @@ class TrainingRun:
             self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
                                         max_to_keep or training.keep_checkpoint_max,
                                         self.jit_compile)
+            self.trainer.restore_newest_checkpoint()
         self.optimizer = optimizer
 
     @property

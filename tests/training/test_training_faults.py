@@ -132,7 +132,8 @@ class TinyRegression(keras.Model):
         return {"kernel": self.dense.kernel, "bias": self.dense.bias}
 
 
-def _trainer(optimizer, folder, scale: float = 1.0):
+def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True):
+    """A Trainer of a freshly seeded TinyRegression in `folder`, restored unless `restore=False`."""
     keras.utils.set_random_seed(0)
     model = TinyRegression()
     model({"x": np.zeros((1, 4), "float32")})
@@ -142,6 +143,8 @@ def _trainer(optimizer, folder, scale: float = 1.0):
 
     trainer = loop.Trainer(model, optimizer, tf.distribute.get_strategy(), loss_fn,
                            str(folder), max_to_keep=1)
+    if restore:
+        trainer.restore_newest_checkpoint()
     rng = np.random.default_rng(0)
     data = tf.data.Dataset.from_tensor_slices(
         {"x": rng.normal(size=(32, 4)).astype("float32"),
@@ -419,6 +422,33 @@ class TrainerFaultsTest(_FaultsTestCase):
             (tmp_path / name).write_text("not ours")
         _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         self.assertEqual(sorted(os.listdir(tmp_path)), sorted(kept))
+
+    def test_restoring_is_a_step_of_its_own_that_comes_before_training_and_saving(self):
+        tmp_path = self._tmp_path()
+        trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+        self.assertIsNone(trainer.restored_from)
+        trainer.train(data, 3)
+        trainer.save()
+        trained = model.dense.kernel.numpy().copy()
+
+        later, later_model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path,
+                                         restore=False)
+        self.assertEqual(later.step, 0)  # construction read no checkpoint
+        self.assertNotAllClose(later_model.dense.kernel.numpy(), trained)
+        for name, use in (("train", lambda: later.train(data, 4)), ("save", later.save),
+                          ("restored_from", lambda: later.restored_from)):
+            with self.assertRaisesRegex(RuntimeError, f"^Trainer.{name} was used before "
+                                        r"restore_newest_checkpoint\(\)"):
+                use()
+        self.assertEqual(later.step, 0)
+        self.assertEndsWith(tf.train.latest_checkpoint(str(tmp_path)), "ckpt-3")
+
+        self.assertEqual(later.restore_newest_checkpoint(), str(tmp_path / "ckpt-3"))
+        self.assertEqual(later.restored_from, str(tmp_path / "ckpt-3"))
+        self.assertEqual(later.step, 3)
+        self.assertAllEqual(later_model.dense.kernel.numpy(), trained)
+        with self.assertRaisesRegex(RuntimeError, "already called"):
+            later.restore_newest_checkpoint()
 
     def test_checkpoint_without_dropout_state_still_resumes(self):
         """Checkpoints written before the dropout state was saved resume, with fresh masks."""
