@@ -177,7 +177,7 @@ class Pretraining:
             model = BertPretrainer(resolved.config, objective=task.objective)
         updates, warmup = optimization.schedule(None, training.train_batch_size)
         training_run = TrainingRun(model, loss(task), strategy, optimization, training, updates,
-                                   warmup, output_dir)
+                                   warmup, output_dir, hidden_size=resolved.config.hidden_size)
         if training_run.restored_from:
             logging.info("Resuming from %s at step %d", training_run.restored_from,
                          training_run.step)

@@ -198,7 +198,8 @@ def fine_tune(resolved: ResolvedModel, strategy: tf.distribute.Strategy, task: T
     if task.do_train:
         step = finetuning.train(model, strategy, splits["train"].arrays, tagging_loss,
                                 optimization, training, training.output_dir,
-                                seed=training.random_seed)
+                                seed=training.random_seed,
+                                hidden_size=resolved.config.hidden_size)
         written.extend(finetuning.save_model_files(model, resolved.config,
                                                    resolved.files.vocab_file,
                                                    training.output_dir, labels))

@@ -43,6 +43,7 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic, faults
+from core.arguments import check_integer
 from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
 from modeling.checkpoints.readers import damaged_checkpoint_error
@@ -89,13 +90,16 @@ class Trainer:
     Trainer there too, then call `restore_newest_checkpoint()`: construction
     reads no checkpoint, and a Trainer refuses to train or save before that
     call, so no caller can start over in a folder holding an earlier run and
-    rotate its checkpoints out. `step` counts batches (micro-batches when the
-    optimizer accumulates gradients).
+    rotate its checkpoints out. `step` counts batches: micro-batches when the
+    optimizer accumulates gradients, `steps_per_update` of them per update
+    (its `gradient_accumulation_steps`), which divergence reports convert
+    to the update the runners number.
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  strategy: tf.distribute.Strategy, loss_fn: LossFunction, checkpoint_dir: str,
-                 max_to_keep: int = 5, jit_compile: bool = False):
+                 max_to_keep: int = 5, jit_compile: bool = False, steps_per_update: int = 1):
+        check_integer("steps_per_update", steps_per_update)
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
@@ -113,8 +117,7 @@ class Trainer:
         optimizer.build(model.trainable_variables)
         self.step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        inner = getattr(optimizer, "inner_optimizer", optimizer)
-        self._steps_per_update = getattr(inner, "gradient_accumulation_steps", None) or 1
+        self._steps_per_update = steps_per_update
         # Not among the weights, but without them a resumed run draws other dropout masks
         # than the run it continues. Saved by position: their names carry a per-process counter.
         self._dropout_seeds = seed_generator_states(model)
@@ -386,7 +389,8 @@ class ProgressLogger:
               f"{steps_per_second * self.examples_per_step:.1f} examples/s  {values}  "
               f"ETA {_duration(remaining)}", file=sys.stderr, flush=True)
         if self.writer is not None:
-            scalars = {**logs, "learning_rate": learning_rate(self.optimizer),
+            # A LossScaleOptimizer's learning_rate is its inner optimizer's.
+            scalars = {**logs, "learning_rate": float(self.optimizer.learning_rate),
                        "examples_per_second": steps_per_second * self.examples_per_step}
             write_scalars(self.writer, step, scalars)
 
@@ -399,12 +403,6 @@ def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
         for key, value in values.items():
             tf.summary.scalar(key, float(value))
     writer.flush()
-
-
-def learning_rate(optimizer) -> float:
-    """The rate the optimizer's next update will use (unwrapping loss scaling)."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    return float(inner.learning_rate)
 
 
 def _duration(seconds: float) -> str:

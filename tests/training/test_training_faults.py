@@ -132,7 +132,8 @@ class TinyRegression(keras.Model):
         return {"kernel": self.dense.kernel, "bias": self.dense.bias}
 
 
-def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True):
+def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True,
+             steps_per_update: int = 1):
     """A Trainer of a freshly seeded TinyRegression in `folder`, restored unless `restore=False`."""
     keras.utils.set_random_seed(0)
     model = TinyRegression()
@@ -142,7 +143,7 @@ def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True):
         return {"loss": tf.reduce_mean(tf.square(outputs[:, 0] - features["y"]))}
 
     trainer = loop.Trainer(model, optimizer, tf.distribute.get_strategy(), loss_fn,
-                           str(folder), max_to_keep=1)
+                           str(folder), max_to_keep=1, steps_per_update=steps_per_update)
     if restore:
         trainer.restore_newest_checkpoint()
     rng = np.random.default_rng(0)
@@ -376,6 +377,18 @@ class TrainerFaultsTest(_FaultsTestCase):
             trainer.train(data, 10, steps_per_loop=5)
         self.assertEqual(raised.exception.step, 2)
         self.assertEqual(trainer.step, 2)
+
+    def test_divergence_is_numbered_in_updates_of_steps_per_update_batches(self):
+        trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=1e30), self._tmp_path(),
+                                    steps_per_update=2)
+        with self.assertRaisesRegex(loop.TrainingDiverged, "^training diverged at step 1:"):
+            trainer.train(data, 10, steps_per_loop=5)
+        self.assertEqual(trainer.step, 2)  # batch 2 of update 1 overflowed
+        for bad in (0, -2, 1.5, True, "2"):
+            with self.assertRaisesRegex(ValueError, "^steps_per_update must be a positive "
+                                        rf"integer, got {re.escape(repr(bad))}$"):
+                _trainer(keras.optimizers.SGD(learning_rate=0.01), self._tmp_path(),
+                         steps_per_update=bad)
 
     def test_save_refuses_non_finite_values(self):
         tmp_path = self._tmp_path()
