@@ -178,10 +178,9 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
     scratch = tempfile.TemporaryDirectory(prefix="training-speed-")  # removed at exit
     with strategy.scope():
         if case["task"] == "pretrain":
-            from modeling.pretrainer import BertPretrainer, pretraining_losses
+            from modeling.pretrainer import BertPretrainer
             model = BertPretrainer(config)
-            loss_fn = lambda features, outputs: pretraining_losses(  # noqa: E731
-                features, outputs, "mlm_nsp")
+            loss_fn = model.pretraining_losses
         else:
             from modeling.task_models import BertClassifier, classification_loss
             model = BertClassifier(config, num_labels=2)
