@@ -21,7 +21,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
 from modeling.pretrained import load_tokenizer
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer

@@ -15,10 +15,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from core.record_schema import ENCODER_INPUTS
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
-from modeling.inputs import ENCODER_INPUTS
 from modeling.layers import fast_paths
 from modeling.layers.settings import ConfigurableModel
 

@@ -26,9 +26,9 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic
+from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
-from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import LABELS_FILE, save_labels
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig
