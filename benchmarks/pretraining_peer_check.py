@@ -48,7 +48,7 @@ from benchmarks import harness  # noqa: E402
 from core import extras  # noqa: E402
 from modeling.config import BertConfig  # noqa: E402
 from modeling.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
-from modeling.pretrainer import BertPretrainer, pretraining_losses  # noqa: E402
+from modeling.pretrainer import BertPretrainer  # noqa: E402
 from training.input_pipeline import pretraining_dataset  # noqa: E402
 from training.loop import Trainer  # noqa: E402
 
@@ -83,8 +83,8 @@ def train_ours(args, config: BertConfig, data, evaluate) -> list[float]:
     optimizer = create_optimizer(args.learning_rate, args.steps, args.warmup)
     scratch = tempfile.TemporaryDirectory(prefix="peer-check-")
     trainer = Trainer(model, optimizer, tf.distribute.get_strategy(),
-                      lambda features, outputs: pretraining_losses(features, outputs, "mlm"),
-                      scratch.name, jit_compile=True)
+                      model.pretraining_losses, scratch.name, jit_compile=True)
+    trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(data)
 
     class _Same:  # hands the one iterator to every train() call, so the batches continue

@@ -178,10 +178,9 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
     scratch = tempfile.TemporaryDirectory(prefix="training-speed-")  # removed at exit
     with strategy.scope():
         if case["task"] == "pretrain":
-            from modeling.pretrainer import BertPretrainer, pretraining_losses
+            from modeling.pretrainer import BertPretrainer
             model = BertPretrainer(config)
-            loss_fn = lambda features, outputs: pretraining_losses(  # noqa: E731
-                features, outputs, "mlm_nsp")
+            loss_fn = model.pretraining_losses
         else:
             from modeling.task_models import BertClassifier, classification_loss
             model = BertClassifier(config, num_labels=2)
@@ -189,6 +188,7 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
         optimizer = create_optimizer(LEARNING_RATE, 100_000, 0)
         trainer = Trainer(model, optimizer, strategy, loss_fn, scratch.name,
                           jit_compile=jit_compile)
+        trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(strategy.experimental_distribute_dataset(data))
     logs = {}
     callbacks = [lambda step, values: logs.update(values)]

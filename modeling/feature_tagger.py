@@ -41,9 +41,9 @@ from keras import ops
 
 from core.arguments import check_integer, check_number
 from core.atomic import atomic_path
+from core.record_schema import ENCODER_INPUTS
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableModel
-from modeling.inputs import ENCODER_INPUTS
 from modeling.task_models import tagging_loss
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",

@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from core.arguments import is_integer
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
 from modeling.pretrained import load_config, load_tokenizer, model_files
 from text.graph_checks import rows_differ, same_row_lengths
 from text.sentence_pairs import pack_ragged

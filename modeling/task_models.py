@@ -34,7 +34,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin
 from modeling.heads import LeftToRightLMHead
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
 from modeling.labels import check_label_names
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer, ConfigurableModel

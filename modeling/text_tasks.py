@@ -36,7 +36,7 @@ import tensorflow as tf
 from core.arguments import check_integer, check_number, is_number
 from modeling import truncation
 from modeling.divergence import StepGuard, guarded_train_step
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
 from modeling.labels import as_list
 from modeling.optimization import create_optimizer
 

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core.record_schema import ENCODER_INPUTS
 from data_prep.datasets.conll import (build_windows, check_entity_tags, detect_scheme, label_list,
                                       predictions_to_tags, read_conll, windows_to_arrays,
                                       write_conll_predictions)
@@ -34,7 +35,6 @@ from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
-from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
 from tasks.contract import FineTuningTask, TaskResult
@@ -198,7 +198,8 @@ def fine_tune(resolved: ResolvedModel, strategy: tf.distribute.Strategy, task: T
     if task.do_train:
         step = finetuning.train(model, strategy, splits["train"].arrays, tagging_loss,
                                 optimization, training, training.output_dir,
-                                seed=training.random_seed)
+                                seed=training.random_seed,
+                                hidden_size=resolved.config.hidden_size)
         written.extend(finetuning.save_model_files(model, resolved.config,
                                                    resolved.files.vocab_file,
                                                    training.output_dir, labels))

@@ -33,7 +33,7 @@ import numpy as np
 from absl import logging
 
 from core.atomic import atomic_open
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import max_context_owners, windows
 from text.tag_schemes import opens_with_inside
