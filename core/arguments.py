@@ -12,7 +12,41 @@ from __future__ import annotations
 
 import math
 import numbers
+import string
+from collections.abc import Container
 from typing import Any
+
+
+class FieldError(ValueError):
+    """A refused value, naming the settings fields it is about in a way each edge can render.
+
+    Library code speaks of fields and arguments as Python has them
+    (`learning_rate`); a command line sets the same fields through flags of
+    the same names (`--learning_rate`). So the message is a template whose
+    named placeholders are fields and whose positional ones are values:
+
+        FieldError("{train_batch_size}={0} is not divisible by "
+                   "{gradient_accumulation_steps}={1}", 32, 3)
+
+    reads `train_batch_size=32 is not divisible by gradient_accumulation_steps=3`
+    from Python, and the program edge renders each field that is one of its
+    flags as `--field`. It is a ValueError, so callers that catch those keep working.
+    """
+
+    def __init__(self, template: str, *values: Any):
+        self.template, self.values = template, values
+        self.fields = tuple(dict.fromkeys(
+            name for _, name, _, _ in string.Formatter().parse(template)
+            if name and not name.isdigit()))
+        super().__init__(self.render())
+
+    def render(self, flags: Container[str] = ()) -> str:
+        """The message, each field that is in `flags` written `--field`, the others bare."""
+        return self.template.format(*self.values, **{
+            field: f"--{field}" if field in flags else field for field in self.fields})
+
+    def __reduce__(self):  # pickled (multiprocessing) as its template and values
+        return type(self), (self.template, *self.values)
 
 
 def is_integer(value: Any) -> bool:
@@ -27,24 +61,25 @@ def is_number(value: Any) -> bool:
 
 
 def check_integer(name: str, value: Any, minimum: int = 1,
-                  error: type[Exception] = ValueError) -> int:
+                  error: type[Exception] = FieldError) -> int:
     """`value` as an int, if it is an integer >= `minimum`.
 
     Args:
       name: the argument or field, as the message names it.
       value: what the caller gave.
       minimum: the smallest value allowed (1: a positive count).
-      error: the exception class to raise (a ValueError subclass).
+      error: the exception class to raise (a ValueError subclass; a FieldError
+        one names `name` as a field).
     """
     if not is_integer(value) or value < minimum:
         allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise error(f"{name} must be {allowed}, got {value!r}")
+        raise _refusal(error, name, f"must be {allowed}", value)
     return int(value)
 
 
 def check_number(name: str, value: Any, minimum: float | None = None,
                  maximum: float | None = None, *, above: bool = False, below: bool = False,
-                 error: type[Exception] = ValueError) -> float:
+                 error: type[Exception] = FieldError) -> float:
     """`value` as a float, if it is a finite number in the range given.
 
     Args:
@@ -53,14 +88,22 @@ def check_number(name: str, value: Any, minimum: float | None = None,
       minimum, maximum: the range's ends; None leaves that side open.
       above: `value` must exceed `minimum` rather than equal it at least.
       below: `value` must stay under `maximum` rather than reach it at most.
-      error: the exception class to raise (a ValueError subclass).
+      error: the exception class to raise (a ValueError subclass; a FieldError
+        one names `name` as a field).
     """
     inside = is_number(value) and (
         minimum is None or (value > minimum if above else value >= minimum)) and (
         maximum is None or (value < maximum if below else value <= maximum))
     if not inside:
-        raise error(f"{name} must be {_range(minimum, maximum, above, below)}, got {value!r}")
+        raise _refusal(error, name, f"must be {_range(minimum, maximum, above, below)}", value)
     return float(value)
+
+
+def _refusal(error: type[Exception], name: str, rule: str, value: Any) -> Exception:
+    """`name rule, got value`, as a FieldError template where `name` is a field."""
+    if issubclass(error, FieldError) and name.isidentifier():
+        return error(f"{{{name}}} {rule}, got {{0!r}}", value)
+    return error(f"{name} {rule}, got {value!r}")
 
 
 def _range(minimum: float | None, maximum: float | None, above: bool, below: bool) -> str:

@@ -6,7 +6,9 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from core.arguments import check_integer, check_number
+import pickle
+
+from core.arguments import FieldError, check_integer, check_number
 
 
 class CheckIntegerTest(tf.test.TestCase, parameterized.TestCase):
@@ -62,3 +64,34 @@ class CheckNumberTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class FieldErrorTest(tf.test.TestCase):
+
+    def test_fields_read_bare_from_python_and_as_flags_where_they_are_flags(self):
+        error = FieldError("{train_batch_size}={0} is not divisible by "
+                           "{gradient_accumulation_steps}={1}", 32, 3)
+        self.assertEqual(str(error), "train_batch_size=32 is not divisible by "
+                                     "gradient_accumulation_steps=3")
+        self.assertEqual(error.fields, ("train_batch_size", "gradient_accumulation_steps"))
+        self.assertEqual(error.render({"train_batch_size"}),
+                         "--train_batch_size=32 is not divisible by "
+                         "gradient_accumulation_steps=3")
+
+    def test_values_holding_braces_are_kept_as_given(self):
+        error = FieldError("{labels} must be distinct, got {0!r}", ["{x}", "{x}"])
+        self.assertEqual(error.render({"labels"}), "--labels must be distinct, got ['{x}', '{x}']")
+
+    def test_the_checks_name_their_field(self):
+        with self.assertRaises(FieldError) as raised:
+            check_number("learning_rate", math.nan, 0, above=True)
+        self.assertEqual(raised.exception.render({"learning_rate"}),
+                         "--learning_rate must be a positive finite number, got nan")
+        with self.assertRaises(FieldError) as raised:
+            check_integer("num_restarts", 0)
+        self.assertEqual(raised.exception.fields, ("num_restarts",))
+
+    def test_a_pickled_error_renders_the_same(self):
+        error = pickle.loads(pickle.dumps(FieldError("{epochs} must be positive, got {0}", 0)))
+        self.assertEqual(error.render({"epochs"}), "--epochs must be positive, got 0")
+
