@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -48,16 +47,13 @@ from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
 from modeling.checkpoints.readers import damaged_checkpoint_error
 from modeling.divergence import TrainingDiverged, all_finite, finite_update
+from modeling.resume import remove_save_leftovers
+from modeling.training_logs import write_scalars
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]
 # features, outputs -> {metric: (weighted sum, total weight)}
 MetricFunction = Callable[[dict, object], dict]
-
-# What a save cut short leaves: TensorFlow writes the shards of `ckpt-N` under
-# `ckpt-N_temp/` and the `checkpoint` index through `checkpoint.tmp<uuid hex>`.
-_SAVE_LEFTOVER = re.compile(r"(ckpt-\d+_temp|checkpoint\.tmp[0-9a-f]{32})")
-
 
 def _diverged(step: int, last_good_checkpoint: str | None, what: str) -> TrainingDiverged:
     """The error for a run that diverged at `step`, saying what a rerun resumes from."""
@@ -316,26 +312,6 @@ class Trainer:
         return {name: total / max(weight, 1e-12) for name, (total, weight) in totals.items()}
 
 
-def remove_save_leftovers(checkpoint_dir: str) -> None:
-    """Deletes what a save killed midway left in `checkpoint_dir`.
-
-    TensorFlow never cleans these up unless a later save reuses the same
-    number. Only safe while no one else writes there: call it from the
-    folder's single writer before its first save.
-    """
-    if not os.path.isdir(checkpoint_dir):
-        return
-    for name in sorted(os.listdir(checkpoint_dir)):
-        if not _SAVE_LEFTOVER.fullmatch(name):
-            continue
-        path = os.path.join(checkpoint_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
-        logging.info("Removed %s, left by a checkpoint save that was cut short", path)
-
-
 class CheckpointEvery:
     """Callback: saves every `every` steps and when training reaches `total_steps`."""
 
@@ -382,16 +358,6 @@ class ProgressLogger:
             scalars = {**logs, "learning_rate": float(self.optimizer.learning_rate),
                        "examples_per_second": steps_per_second * self.examples_per_step}
             write_scalars(self.writer, step, scalars)
-
-
-def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
-    """Scalars to TensorBoard; `writer_or_dir` is a summary writer or a log folder."""
-    writer = (tf.summary.create_file_writer(writer_or_dir)
-              if isinstance(writer_or_dir, str) else writer_or_dir)
-    with writer.as_default(step=step):
-        for key, value in values.items():
-            tf.summary.scalar(key, float(value))
-    writer.flush()
 
 
 def _duration(seconds: float) -> str:

@@ -48,9 +48,10 @@ class TextClassifierTest(tf.test.TestCase):
         model = self._classifier(label_names=["neg", "pos"])
         model.compile(learning_rate=1e-3)  # a tiny random model learns slowly at 5e-5
         before = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)["loss"]
-        history = model.fit(TEXTS, LABELS, batch_size=4, epochs=3, verbose=0,
+        # Ten epochs: six steps move this model's loss by about 1e-4, either way.
+        history = model.fit(TEXTS, LABELS, batch_size=4, epochs=10, verbose=0,
                             validation_data=(TEXTS[:4], LABELS[:4]))
-        self.assertLen(history.history["val_loss"], 3)
+        self.assertLen(history.history["val_loss"], 10)
         after = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)
         self.assertLess(after["loss"], before)
         self.assertIn("accuracy", after)
@@ -96,6 +97,14 @@ class TextClassifierTest(tf.test.TestCase):
         schedule = keras.saving.deserialize_keras_object(
             model.optimizer.get_config()["learning_rate"])
         self.assertEqual((schedule.num_train_steps, schedule.num_warmup_steps), (8, 4))
+        # validation_split keeps floor(8 x 0.5) = 4 examples to train on: 2 steps of 2 per
+        # epoch, and the schedule ends with them.
+        model.fit(packed, np.array(LABELS), batch_size=2, epochs=2, validation_split=0.5,
+                  verbose=0)
+        schedule = keras.saving.deserialize_keras_object(
+            model.optimizer.get_config()["learning_rate"])
+        self.assertEqual(schedule.num_train_steps, 4)
+        self.assertEqual(int(model.optimizer.iterations), 4)
 
     def test_a_reloaded_model_keeps_the_plan_not_a_placeholder_schedule(self):
         model = self._classifier()
