@@ -134,6 +134,36 @@ class StopOnDivergence(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class EveryFewSteps(keras.callbacks.Callback):
+    """A callback that acts every `every` steps of a `fit` and at its last step, `total`.
+
+    Steps are the guard's count, which a resumed `fit` continues; nothing is
+    done after a step the guard refused. Subclasses give `act(step, logs)`.
+    """
+
+    def __init__(self, guard: StepGuard, every: int, total: float):
+        super().__init__()
+        self.guard, self.every, self.total = guard, every, total
+        self.last = None  # the step last acted at
+
+    @property
+    def step(self) -> int:
+        return int(self.guard.steps.numpy())
+
+    def on_train_begin(self, logs=None):
+        if self.last is None:
+            self.last = self.step
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.step
+        if not self.guard.diverged and (step - self.last >= self.every or step >= self.total):
+            self.last = step
+            self.act(step, logs or {})
+
+    def act(self, step: int, logs: dict) -> None:
+        raise NotImplementedError
+
+
 def guarded_train_step(model: keras.Model, data, guard: StepGuard) -> dict:
     """Keras' training step, with the update applied only when it is finite.
 

@@ -39,7 +39,7 @@ from core import atomic, run_folder
 from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
 from modeling.checkpoints.readers import damaged_checkpoint_error
-from modeling.divergence import StepGuard, TrainingDiverged, all_finite
+from modeling.divergence import EveryFewSteps, StepGuard, TrainingDiverged, all_finite
 
 # What a save cut short leaves: TensorFlow writes the shards of `ckpt-N` under
 # `ckpt-N_temp/` and the `checkpoint` index through `checkpoint.tmp<uuid hex>`.
@@ -66,8 +66,26 @@ def remove_save_leftovers(checkpoint_dir: str) -> None:
         logging.info("Removed %s, left by a checkpoint save that was cut short", path)
 
 
+def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str, folder: str,
+                       instead: str) -> None:
+    """Restores the training checkpoint at `path` into `checkpoint`, every saved object matched.
+
+    A damaged checkpoint, or one of another model or optimizer, raises a
+    ValueError naming it; `folder` names where it lies, `instead` what to
+    pass rather than delete that folder.
+    """
+    try:
+        checkpoint.restore(path).assert_existing_objects_matched()
+    except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
+        raise damaged_checkpoint_error(path, error) from None
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        raise ValueError(f"{folder} holds {path}, which does not fit this model and optimizer "
+                         f"({str(error).splitlines()[0]}); {instead}, or delete that folder "
+                         "to start over") from None
+
+
 class ResumeFolder:
-    """The checkpoints of one `fit` run in `folder`, claimed for this process.
+    """The checkpoints of one `fit` run in `folder`, locked for this process until `release`.
 
     Args:
       folder: where the checkpoints go (created if missing).
@@ -81,7 +99,11 @@ class ResumeFolder:
                  plan: Mapping[str, Any]):
         self.folder = os.path.abspath(os.fspath(folder))
         os.makedirs(self.folder, exist_ok=True)
-        run_folder.claim(self.folder, task, plan)
+        try:
+            run_folder.claim(self.folder, task, plan)
+        except BaseException:  # refused: another run's folder
+            run_folder.release(self.folder)
+            raise
         remove_save_leftovers(self.folder)
         atomic.remove_dead_temporaries(self.folder)
         optimizer = model.optimizer
@@ -101,6 +123,10 @@ class ResumeFolder:
     def newest(self) -> str | None:
         return self.manager.latest_checkpoint
 
+    def release(self) -> None:
+        """Unlocks the folder: a `fit` holds it only while it runs."""
+        run_folder.release(self.folder)
+
     def restore(self, seed: int | None) -> tuple[int, int | None]:
         """(steps done, order seed) from the newest checkpoint; (0, `seed`) when there is none.
 
@@ -111,14 +137,11 @@ class ResumeFolder:
             self.seed.assign(seed or 0)
             return 0, seed
         try:
-            self.checkpoint.restore(newest).assert_existing_objects_matched()
-        except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
-            raise damaged_checkpoint_error(newest, error) from None
-        except (AssertionError, ValueError, tf.errors.OpError) as error:
-            raise ValueError(
-                f"resume_dir={self.folder} holds {newest}, which does not fit this model and "
-                f"optimizer ({str(error).splitlines()[0]}); pass another resume_dir, or delete "
-                "that folder to start over") from None
+            restore_checkpoint(self.checkpoint, newest, f"resume_dir={self.folder}",
+                               "pass another resume_dir")
+        except BaseException:
+            self.release()
+            raise
         logging.info("fit resumes from %s", newest)
         return int(self.step.numpy()), int(self.seed.numpy())
 
@@ -129,10 +152,12 @@ class ResumeFolder:
         while the loss and the weights stay finite.
         """
         if not bool(self._all_finite()):
-            raise TrainingDiverged(
-                step, f"fit stopped at step {step}: the weights or optimizer slots hold "
-                "non-finite values, so they were not saved; the newest checkpoint, "
-                f"{self.newest}, is from before it", self.newest)
+            newest = self.newest
+            kept = (f"the newest checkpoint, {newest}, is from before it" if newest
+                    else "no checkpoint was saved before it")
+            raise TrainingDiverged(step, f"fit stopped at step {step}: the weights or optimizer "
+                                   f"slots hold non-finite values, so they were not saved; {kept}",
+                                   newest)
         self.step.assign(step)
         try:
             self.manager.save(checkpoint_number=step)
@@ -142,7 +167,7 @@ class ResumeFolder:
             raise
 
 
-class SaveCheckpoints(keras.callbacks.Callback):
+class SaveCheckpoints(EveryFewSteps):
     """Saves `folder` every `every` steps, at each epoch's end and at step `total`.
 
     Nothing is saved after a step the guard refused: the weights then are
@@ -151,23 +176,14 @@ class SaveCheckpoints(keras.callbacks.Callback):
     """
 
     def __init__(self, folder: ResumeFolder, guard: StepGuard, every: int, total: int):
-        super().__init__()
-        self.folder, self.guard, self.every, self.total = folder, guard, every, total
-        self._last_saved = None
+        super().__init__(guard, every, total)
+        self.folder = folder
 
-    def on_train_begin(self, logs=None):
-        if self._last_saved is None:
-            self._last_saved = int(self.guard.steps.numpy())
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = int(self.guard.steps.numpy())
-        if step - self._last_saved >= self.every or step >= self.total:
-            self._save(step)
+    def act(self, step: int, logs: dict) -> None:
+        self.folder.save(step)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._save(int(self.guard.steps.numpy()))
-
-    def _save(self, step: int) -> None:
-        if step != self._last_saved and not self.guard.diverged:
-            self.folder.save(step)
-            self._last_saved = step
+        step = self.step
+        if step != self.last and not self.guard.diverged:
+            self.last = step
+            self.act(step, logs or {})

@@ -206,6 +206,8 @@ class TextTaskMixin:
                     **kwargs)
         finally:
             diverged = guard.finish(resume.newest if resume else None)
+            if resume:
+                resume.release()
         if diverged is not None:
             raise diverged
         return history

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 
-import keras
 import tensorflow as tf
 
-from modeling.divergence import StepGuard
+from modeling.divergence import EveryFewSteps, StepGuard
 
 
 def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
@@ -27,7 +26,7 @@ def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
     writer.flush()
 
 
-class LogScalars(keras.callbacks.Callback):
+class LogScalars(EveryFewSteps):
     """`fit`'s loss, metrics and learning rate every `every` steps and at step `total`, under
     `log_dir/train`; each epoch's validation scores under `log_dir/validation`.
 
@@ -36,29 +35,19 @@ class LogScalars(keras.callbacks.Callback):
     resumed runs.
     """
 
-    def __init__(self, log_dir: str | os.PathLike, guard: StepGuard, every: int, total: int):
-        super().__init__()
+    def __init__(self, log_dir: str | os.PathLike, guard: StepGuard, every: int, total: float):
+        super().__init__(guard, every, total)
         log_dir = os.fspath(log_dir)
-        self.guard, self.every, self.total = guard, every, total
         self.train = tf.summary.create_file_writer(os.path.join(log_dir, "train"))
         self.validation = tf.summary.create_file_writer(os.path.join(log_dir, "validation"))
-        self._last_logged = None
 
-    def on_train_begin(self, logs=None):
-        if self._last_logged is None:
-            self._last_logged = int(self.guard.steps.numpy())
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = int(self.guard.steps.numpy())
-        if self.guard.diverged or (step - self._last_logged < self.every and step < self.total):
-            return
-        self._last_logged = step
+    def act(self, step: int, logs: dict) -> None:
         # A LossScaleOptimizer's learning_rate is its inner optimizer's.
-        write_scalars(self.train, step, {**(logs or {}),
+        write_scalars(self.train, step, {**logs,
                                          "learning_rate": self.model.optimizer.learning_rate})
 
     def on_epoch_end(self, epoch, logs=None):
         scores = {key[len("val_"):]: value for key, value in (logs or {}).items()
                   if key.startswith("val_")}
         if scores:
-            write_scalars(self.validation, int(self.guard.steps.numpy()), scores)
+            write_scalars(self.validation, self.step, scores)

@@ -45,9 +45,8 @@ from core import atomic, faults
 from core.arguments import check_integer
 from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
-from modeling.checkpoints.readers import damaged_checkpoint_error
 from modeling.divergence import TrainingDiverged, all_finite, finite_update
-from modeling.resume import remove_save_leftovers
+from modeling.resume import remove_save_leftovers, restore_checkpoint
 from modeling.training_logs import write_scalars
 
 # features, outputs -> {"loss": scalar, other scalars to log}
@@ -140,16 +139,8 @@ class Trainer:
             faults.note_resume_point(f"the newest checkpoint is {newest}"
                                      if newest else "no checkpoint was saved yet")
         if newest:
-            try:
-                self._restorable_checkpoint(newest).restore(
-                    newest).assert_existing_objects_matched()
-            except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
-                raise damaged_checkpoint_error(newest, error) from None
-            except (AssertionError, ValueError, tf.errors.OpError) as error:
-                raise ValueError(
-                    f"{self.checkpoint_dir} holds {newest}, which does not fit this "
-                    f"model and optimizer ({str(error).splitlines()[0]}); pass a new "
-                    "--output_dir, or delete that folder to start over") from None
+            restore_checkpoint(self._restorable_checkpoint(newest), newest, self.checkpoint_dir,
+                               "pass a new --output_dir")
         self._restore_step_taken = True
         self._restored_from = newest
         return newest

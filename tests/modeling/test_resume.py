@@ -70,6 +70,15 @@ class FitResumeTest(tf.test.TestCase):
         for want, got in zip(expected, actual):
             self.assertAllEqual(want, got)
 
+    def assertUnlocked(self, folder: str):
+        """Another process can take the folder: a fit holds it only while it runs."""
+        taken = subprocess.run(
+            [sys.executable, "-c", "import sys; from core import run_folder; "
+             "run_folder.lock(sys.argv[1])", folder],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+            timeout=120, check=False)
+        self.assertEqual(taken.returncode, 0, taken.stderr[-2000:])
+
     def _killed(self, resume_dir: str, at: int) -> None:
         with self.assertRaises(KeyboardInterrupt):
             self._fit(self._model(), resume_dir=resume_dir, callbacks=[KillAt(at)])
@@ -122,6 +131,7 @@ class FitResumeTest(tf.test.TestCase):
         with self.assertRaisesRegex(FolderOwned, "examples_sha256="):
             self._model().fit(TEXTS, [1 - label for label in LABELS], **CALL,
                               resume_dir=resume_dir)
+        self.assertUnlocked(resume_dir)  # after a kill and after refusals
         packed = self._model().preprocessor(TEXTS)
         with self.assertRaisesRegex(ValueError, "^resume_dir needs x as raw text in Python "
                                     "lists or arrays, got a dict of packed inputs"):
