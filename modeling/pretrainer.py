@@ -19,6 +19,7 @@ from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
 from modeling.inputs import ENCODER_INPUTS
 from modeling.layers import fast_paths
 from modeling.layers.settings import ConfigurableModel
+from modeling.quantization import QuantizableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 
@@ -133,7 +134,7 @@ def _check_objective(objective: str) -> None:
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(ConfigurableModel):
+class BertPretrainer(QuantizableModel, ConfigurableModel):
     """BERT with its pre-training heads, for one of three objectives.
 
     - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);
