@@ -85,12 +85,17 @@ class SelfAttention(int8.Quantizable, ConfigurableLayer):
         int8.check_inference(self, training)
         return self.call(hidden_states, bias, training=training, **kwargs)
 
-    def _project(self, inputs, name: str):
-        """`inputs` [..., hidden] (or their `int8.QuantizedRows`) times a kernel, plus its bias."""
+    def _project(self, inputs, name: str, order: tuple | None = None):
+        """`inputs` [..., hidden] times a kernel, plus its bias.
+
+        Quantized (`inputs` are `int8.QuantizedRows`), `order` splits the
+        result into heads in that order, in the rescaling's pass.
+        """
         kernel_bias = getattr(self, f"{name}_bias")
         if isinstance(inputs, int8.QuantizedRows):
             kernel = int8.quantized_weight(self, f"{name}_kernel")
-            return int8.product(inputs, kernel, kernel_bias, self.compute_dtype)
+            return int8.product(inputs, kernel, kernel_bias, self.compute_dtype,
+                                heads=None if order is None else (self.num_heads, order))
         return fast_paths.add_bias(ops.matmul(inputs, getattr(self, f"{name}_kernel")),
                                    kernel_bias)
 
@@ -117,6 +122,8 @@ class SelfAttention(int8.Quantizable, ConfigurableLayer):
                             else int8.quantize_rows(queries_from))
 
         def heads(inputs, rows, name, order):
+            if self.quantization_mode:
+                return self._project(inputs, name, order)
             projected = self._project(inputs, name)
             return ops.transpose(
                 ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order)
@@ -140,11 +147,12 @@ class SelfAttention(int8.Quantizable, ConfigurableLayer):
                                                   axis=2)
                            if self.dropout.drops(training) else (None, None))
             context = fast_paths.attend(scores, value, keep, scale)
-        context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
-        context = ops.reshape(context, (batch, query_length, self.hidden_size))
-        if self.quantization_mode:
-            context = int8.quantize_rows(context)
-        output = self._project(context, "output")
+        if self.quantization_mode:  # rearranged as it is quantized
+            output = self._project(int8.quantize_rows(context, from_heads=True), "output")
+        else:
+            context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
+            context = ops.reshape(context, (batch, query_length, self.hidden_size))
+            output = self._project(context, "output")
         if return_probabilities:
             return output, probabilities
         return output

@@ -9,6 +9,7 @@ from keras import ops
 
 from modeling.layers import fast_paths, int8
 
+# What the fast path keeps beside Keras' int8 kernel and its scale.
 _COLUMN_SUMS = "kernel_column_sums"
 
 
@@ -19,8 +20,8 @@ class Dense(int8.Quantizable, keras.layers.Dense):
     Only the bias gradient's computation under XLA differs; weights, names,
     config and outputs are Keras's. `quantize("int8")` is Keras' int8
     quantization (Keras refuses it to subclasses unless asked), plus the
-    kernel's column sums, and the int8 call computes Keras' int8 product by
-    `int8.product` (oneDNN's int8 kernel where it runs).
+    kernel's column sums the fast path needs, and the int8 call computes
+    Keras' int8 product by `int8.product` (oneDNN's int8 kernel where it runs).
     """
 
     def call(self, inputs, training=None):
@@ -38,7 +39,7 @@ class Dense(int8.Quantizable, keras.layers.Dense):
             warnings.filterwarnings("ignore", "__array__ implementation doesn't accept a copy",
                                     DeprecationWarning)
             super().quantize(mode, type_check=False, config=config)
-        getattr(self, _COLUMN_SUMS).assign(int8.column_sums(self.kernel.numpy(), 0))
+        getattr(self, _COLUMN_SUMS).assign(int8.column_sums(self.kernel.numpy(), input_axis=0))
 
     def quantized_build(self, kernel_shape, mode, config=None):
         super().quantized_build(kernel_shape, mode, config)
@@ -58,7 +59,5 @@ class Dense(int8.Quantizable, keras.layers.Dense):
             return super().quantized_call(inputs, training=training)
         int8.check_inference(self, training)
         kernel = int8.Int8Kernel(self.kernel, self.kernel_scale, getattr(self, _COLUMN_SUMS))
-        outputs = int8.product(int8.quantize_rows(inputs), kernel, self.bias, self.compute_dtype)
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
+        return int8.product(int8.quantize_rows(inputs), kernel, self.bias, self.compute_dtype,
+                            activation=self.activation)

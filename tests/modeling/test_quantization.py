@@ -124,12 +124,13 @@ class QuantizedModelsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(int8_outputs.dtype, tf.float32)
         self.assertNearFloat(int8_outputs, float_outputs)
 
-    def test_fast_path_and_keras_int8_product_agree(self):
+    @parameterized.named_parameters(("one_sequence", (1, 16)), ("batch", (40, 16)))
+    def test_fast_path_and_keras_int8_product_agree(self, shape):
         """oneDNN's kernel (fast path) and Keras' int8 matmul give one model the same outputs."""
         if not int8.onednn_available():
             self.skipTest("oneDNN's int8 kernel does not run here, so there is no fast path")
         model = _quantized(BertSpanModel(tiny_config()))
-        features = _features(BertSpanModel, (3, 16))
+        features = _features(BertSpanModel, shape)
         fast = _flat(model(features, training=False))
         with fast_paths.disabled():
             plain = _flat(model(features, training=False))
@@ -166,10 +167,11 @@ class Int8DenseTest(tf.test.TestCase):
         dense.build((None, 4))
         kernel = dense.kernel.numpy()
         _quantized(dense)
-        self.assertEqual(dense.kernel.dtype, "int8")
-        self.assertAllEqual(dense.kernel_column_sums, np.sum(dense.kernel.numpy(), axis=0))
-        self.assertAllClose(dense.kernel.numpy() / dense.kernel_scale.numpy(), kernel,
+        quantized = dense.kernel.numpy()
+        self.assertEqual(quantized.dtype, np.int8)
+        self.assertAllClose(quantized / dense.kernel_scale.numpy(), kernel,
                             atol=np.abs(kernel).max() / 127)
+        self.assertAllEqual(dense.kernel_column_sums, np.sum(quantized, axis=0))
 
 
 class QuantizeErrorsTest(tf.test.TestCase):
