@@ -187,6 +187,19 @@ def all_layers(model: keras.Layer) -> list[keras.Layer]:
     return model._flatten_layers(include_self=True)
 
 
+def unwrap_quantize(layer: keras.layers.Layer) -> None:
+    """Lets `layer.quantize` be its class's own method, as written.
+
+    Keras wraps the `quantize` of every layer it creates: checks, then the
+    layer's state locked for good, which a model that is compiled after
+    quantizing (as loading a saved one does) cannot take. A model whose
+    `quantize` does its own checks and adds no state of its own drops the
+    wrapper; each of its layers keeps its own.
+    """
+    if "quantize" in vars(layer):
+        del layer.quantize
+
+
 def mark_quantized(layer: keras.layers.Layer, mode: str) -> None:
     """Records that `layer` now holds `mode` weights, as Keras' own layers do in `quantize`.
 

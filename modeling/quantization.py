@@ -22,7 +22,7 @@ import gc
 
 import keras
 
-from core.framework import all_layers
+from core.framework import all_layers, unwrap_quantize
 from modeling.layers import int8
 
 _CONFIG_KEY = "quantization_mode"
@@ -36,11 +36,15 @@ def quantizable_layers(model: keras.Layer) -> list[keras.Layer]:
 class QuantizableModel:
     """Mixin for a `keras.Model` whose layers quantize: `quantize`, `get_config`, `from_config`."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        unwrap_quantize(self)  # its checks are below; it stays open for `compile`
+
     def quantize(self, mode=None, config=None, filters=None, **kwargs):
         """Quantizes every projection to int8 (see the module docstring); for inference only.
 
         Args:
-            mode: "int8", the only mode here.
+            mode: "int8", the only mode here (or None with a `config`).
             config: None, or a default `keras.quantizers.Int8QuantizationConfig`.
             filters: must be None; every projection is quantized, so that a saved
                 model can be rebuilt the same way.
@@ -50,6 +54,12 @@ class QuantizableModel:
         if filters is not None:
             raise ValueError(f"{self.name}.quantize: filters={filters!r} is not supported; "
                              "every projection is quantized, so pass filters=None")
+        if mode is None and config is not None:
+            mode = getattr(config, "mode", None)
+        int8.check_request(self, mode, config)
+        if self.compute_dtype == "float16":  # Keras refuses it for its own layers too
+            raise ValueError(f"{self.name}: int8 needs a float32 or bfloat16 compute dtype, "
+                             f"but the model's dtype policy is {self.dtype_policy.name!r}")
         layers = quantizable_layers(self)
         pending = [layer for layer in layers if layer.quantization_mode is None]
         if layers and not pending:

@@ -115,6 +115,24 @@ class QuantizedModelsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(sum(weight.dtype == "int8" for weight in reloaded.weights),
                          sum(weight.dtype == "int8" for weight in model.weights))
 
+    def test_compiled_model_quantizes_and_reloads(self):
+        """Loading compiles a quantized model again, after quantizing it."""
+        model = BertClassifier(tiny_config(), num_labels=2)
+        model.compile()
+        _quantized(model)
+        model.compile()  # a quantized model can still be compiled
+        features = _features(BertClassifier, (3, 16))
+        path = os.path.join(self.create_tempdir().full_path, "model.keras")
+        model.save(path)
+        reloaded = keras.saving.load_model(path)
+        self.assertAllEqual(reloaded.predict(features, verbose=0),
+                            model.predict(features, verbose=0))
+
+    def test_float16_policy_is_refused(self):
+        model = BertClassifier(tiny_config(), num_labels=2, dtype="mixed_float16")
+        with self.assertRaisesRegex(ValueError, "dtype policy is 'mixed_float16'"):
+            model.quantize("int8")
+
     def test_mixed_bfloat16_model_quantizes(self):
         keras.utils.set_random_seed(2)
         model = BertClassifier(tiny_config(), num_labels=2, dtype="mixed_bfloat16")
@@ -186,8 +204,10 @@ class QuantizeErrorsTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, "mode 'int4' is not supported here; mode must "
                                                 "be 'int8'"):
             model.quantize("int4")
-        with self.assertRaisesRegex(ValueError, "mode=int16"):  # Keras' own check
+        with self.assertRaisesRegex(ValueError, "mode 'int16' is not supported here"):
             model.quantize("int16")
+        with self.assertRaisesRegex(ValueError, "mode None is not supported here"):
+            model.quantize()
         self.assertFalse(any(weight.dtype == "int8" for weight in model.weights))
 
     def test_filters_and_custom_quantizers_are_refused(self):
