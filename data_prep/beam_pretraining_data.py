@@ -26,14 +26,17 @@ import os
 import sys
 from typing import Iterator
 
-import apache_beam as beam
 from absl import app, flags, logging
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from core import extras
 from data_prep.create_pretraining_data import define_flags, settings_from_flags
 from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining import transform
 from data_prep.pretraining.settings import Settings
+
+with extras.needed("beam"):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 
 class ChunkToRecords(beam.DoFn):

@@ -17,6 +17,7 @@ import os
 import re
 from typing import Any
 
+from core.arguments import check_integer, check_number
 from core.atomic import atomic_open
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
@@ -55,9 +56,7 @@ class BertConfig:
 
     def __post_init__(self):
         for name in _POSITIVE_INTS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            check_integer(name, getattr(self, name), error=ConfigError)
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
@@ -65,14 +64,11 @@ class BertConfig:
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"unknown hidden_act {self.hidden_act!r}; expected one of "
                               f"{', '.join(ACTIVATIONS + tuple(_ACTIVATION_ALIASES))}")
+        # NaN and infinity fail too: a JSON file may spell them, and NaN compares false.
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not _is_number(value) or not 0.0 <= value < 1.0:
-                raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}")
+            check_number(name, getattr(self, name), 0.0, 1.0, below=True, error=ConfigError)
         for name in ("initializer_range", "layer_norm_eps"):
-            value = getattr(self, name)
-            if not _is_number(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+            check_number(name, getattr(self, name), 0.0, above=True, error=ConfigError)
 
     @property
     def head_size(self) -> int:
@@ -157,7 +153,3 @@ class BertConfig:
                               "L{2,4,6,8,10,12}_H{128,256,512,768}")
         return cls(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                    num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -15,9 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
+from core.arguments import check_integer
+from modeling import truncation
 from modeling.labelled_text import ragged_words
 from modeling.text_tasks import TextTaskMixin
 
@@ -29,7 +32,7 @@ MAX_ANSWER_LENGTH = 30  # the original's --max_answer_length, in sub-tokens
 class SpanTextMixin(TextTaskMixin):
     """`predict((questions, contexts))` gives the logits; `predict_answers` the texts."""
 
-    def _text_columns(self, x, y) -> tuple:
+    def _text_columns(self, x, y, argument: str) -> tuple:
         if y is not None:
             raise ValueError("span models fit on packed features with start_positions and "
                              "end_positions (run_squad.py builds them); raw text is for "
@@ -41,12 +44,34 @@ class SpanTextMixin(TextTaskMixin):
         questions, context_words = x
         return self.preprocessor.pack_question_words(questions, context_words)[0]
 
+    def _truncation(self, inputs) -> str | None:
+        questions, context_words = inputs
+        return truncation.contexts_cut(self.preprocessor.tokenizer, questions, context_words,
+                                       self.preprocessor.sequence_length)
+
+    def _empty_outputs(self, input_shape: tuple) -> dict[str, np.ndarray]:
+        empty = np.zeros((0, input_shape[-1]), np.float32)
+        return {"start_logits": empty, "end_logits": empty.copy()}
+
+    def default_loss(self) -> keras.losses.Loss:
+        raise ValueError(
+            f"{type(self).__name__} has no default loss: its raw-text fit would need answer "
+            "positions in sub-tokens, which the SQuAD task builds (tasks.squad, as "
+            "run_squad.py trains). To fit packed features yourself, compile with a loss per "
+            "output, e.g. loss={'start_logits': keras.losses.SparseCategoricalCrossentropy("
+            "from_logits=True), 'end_logits': the same}, and give y={'start_logits': "
+            "start_positions, 'end_logits': end_positions}")
+
     def predict_answers(self, questions: Sequence[str], contexts: Sequence[str],
                         max_answer_length: int = MAX_ANSWER_LENGTH,
                         batch_size: int | None = None) -> list[str]:
         """The best-scoring span of each context (start before end, at most
-        `max_answer_length` sub-tokens), as the context's own text."""
+        `max_answer_length` sub-tokens), as the context's own text; [] for no questions."""
+        max_answer_length = check_integer("max_answer_length", max_answer_length)
+        questions, contexts = _questions_and_contexts((questions, contexts))
         outputs = self.predict((questions, contexts), batch_size=batch_size, verbose=0)
+        if not questions:
+            return []
         words = [[match.span() for match in _WORD.finditer(context)] for context in contexts]
         packed, word_pieces = self.preprocessor.pack_question_words(
             tf.constant(list(questions), tf.string), _context_words(contexts))
@@ -78,12 +103,17 @@ def best_span(start_logits: np.ndarray, end_logits: np.ndarray,
 def _questions_and_contexts(x) -> tuple[list[str], list[str]]:
     if isinstance(x, list) and x and all(isinstance(row, (tuple, list)) for row in x):
         x = tuple(zip(*x))
-    if not isinstance(x, tuple) or len(x) != 2:
+    if not isinstance(x, tuple) or len(x) != 2 or isinstance(x[0], str) or \
+            isinstance(x[1], str):
         raise ValueError("span models take (questions, contexts) or rows of "
                          "(question, context) pairs")
     questions, contexts = list(x[0]), list(x[1])
     if len(questions) != len(contexts):
         raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
+    for name, texts in (("questions", questions), ("contexts", contexts)):
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"{name}[{index}] is {text!r}, not a str")
     return questions, contexts
 
 

@@ -224,7 +224,8 @@ def sweep(resolved: ResolvedModel, strategy: tf.distribute.Strategy, data: Class
         try:
             step = finetuning.train(model, strategy, data.train, loss(data),
                                     dataclasses.replace(optimization, learning_rate=rate),
-                                    training, run_dir, seed=training.random_seed + restart)
+                                    training, run_dir, seed=training.random_seed + restart,
+                                    hidden_size=resolved.config.hidden_size)
         except loop.TrainingDiverged as error:
             if len(grid) == 1:
                 raise

@@ -23,9 +23,9 @@ import tensorflow as tf
 from absl import logging
 
 from core.atomic import atomic_open
+from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights
 from modeling.encoder import BertEncoder
-from modeling.inputs import ENCODER_INPUTS
 from tasks.contract import TaskResult
 from tasks.model_files import FROZEN_ENCODER, ModelFiles, ResolvedModel, resolve_model_files
 from text.sentence_pairs import pack

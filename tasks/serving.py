@@ -65,8 +65,14 @@ def fill_empty_rows(rows: tf.RaggedTensor, fill: tf.Tensor) -> tf.RaggedTensor:
 
 def whitespace_words(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
                                                   tf.RaggedTensor]:
-    """[batch] strings -> words [batch, (words)] and their start and end byte offsets."""
-    return tf_text.WhitespaceTokenizer().tokenize_with_offsets(texts)
+    """[batch] strings -> words [batch, (words)] and their start and end byte offsets.
+
+    Words are split on the SQuAD reader's whitespace (`data_prep.datasets.squad`: space,
+    tab, CR, LF, U+202F), so they are the runner's words; tensorflow-text's
+    `WhitespaceTokenizer` would also split on other Unicode spaces, and it leaves the
+    first bytes of a multi-byte one (U+2028, U+0085) at the end of the word before it.
+    """
+    return tf_text.regex_split_with_offsets(texts, "[ \t\r\n\u202f]+")
 
 
 def export(module: RawTextServing, path: str, signatures: dict) -> str:
@@ -101,9 +107,9 @@ class ClassifierServing(RawTextServing):
     def serve_pair(self, text_a, text_b):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         ids_b, _ = self.tokenizer.tokenize_batch(text_b)
-        features = pack_ragged(ids_a, ids_b, *self._packing)
+        features = pack_ragged(ids_a, ids_b, *self._packing, names=("text_a", "text_b"))
         if self.both_orders:
-            backward = pack_ragged(ids_b, ids_a, *self._packing)
+            backward = pack_ragged(ids_b, ids_a, *self._packing, names=("text_b", "text_a"))
             features = {key: tf.stack([value, backward[key]], axis=1)
                         for key, value in features.items()}
         return self._outputs(features)

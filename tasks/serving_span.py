@@ -28,6 +28,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tasks.serving import TEXTS, RawTextServing, export, fill_empty_rows, whitespace_words
+from text.graph_checks import same_rows
 from text.sentence_pairs import pack_ragged
 
 
@@ -48,6 +49,7 @@ class SpanServing(RawTextServing):
 
     @tf.function(input_signature=[TEXTS, TEXTS])
     def serve(self, question, context):
+        question, context = same_rows(question, context, ("question", "context"))
         question_ids, _ = self.tokenizer.tokenize_batch(question)
         question_ids = question_ids[:, :self.max_query_length]
         words, word_starts, _ = whitespace_words(context)
@@ -71,8 +73,8 @@ class SpanServing(RawTextServing):
         room = self.max_seq_length - 3 - question_ids.row_lengths()
         kept = tf.ragged.range(context_ids.row_lengths()) < room[:, None]
         context_ids = tf.ragged.boolean_mask(context_ids, kept)
-        logits = self._model(pack_ragged(question_ids, context_ids, *self._packing),
-                             training=False)
+        logits = self._model(pack_ragged(question_ids, context_ids, *self._packing,
+                                         names=("question", "context")), training=False)
 
         first = tf.cast(question_ids.row_lengths(), tf.int32)[:, None] + 2  # context's start
         position = tf.range(self.max_seq_length)[None, :]

@@ -146,7 +146,8 @@ class Squad(FineTuningTask):
         step, written = 0, []
         if task.do_train:
             step = finetuning.train(model, strategy, train_arrays, span_loss, optimization,
-                                    training, output_dir, seed=training.random_seed)
+                                    training, output_dir, seed=training.random_seed,
+                                    hidden_size=resolved.config.hidden_size)
             written.extend(finetuning.save_model_files(model, resolved.config,
                                                        resolved.files.vocab_file, output_dir))
             if task.export_saved_model:

@@ -146,8 +146,7 @@ def set_precision(dtype: str = "float32") -> keras.DTypePolicy:
     return keras.mixed_precision.dtype_policy()
 
 
-def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
-                        hidden_size: int | None) -> bool:
+def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str, hidden_size: int) -> bool:
     """Whether the training step is compiled with XLA when `--jit_compile` is not given.
 
     XLA fuses the element-wise work between matrix products (dropout, GELU,
@@ -159,7 +158,7 @@ def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
     benchmarks/results/training_speed.md). Several replicas all-reduce inside the step;
     compiling that is left to the flag.
     """
-    if strategy.num_replicas_in_sync != 1 or hidden_size is None:
+    if strategy.num_replicas_in_sync != 1:
         return False
     try:
         placed_on = strategy.extended.worker_devices[0]

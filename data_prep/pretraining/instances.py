@@ -238,8 +238,9 @@ def build_features(token_ids: np.ndarray, spans: np.ndarray, options: InstanceOp
                    vocab: VocabIds, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """The padded, masked model inputs of `spans` (rows of `segment_spans`) over `token_ids`.
 
-    Returns input_ids, input_mask, segment_ids, masked_lm_positions,
-    masked_lm_ids, masked_lm_weights and next_sentence_labels, one row per span.
+    Returns the features of `core.record_schema.pretraining_record_schema`
+    (input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids,
+    masked_lm_weights, next_sentence_labels), one row per span.
     """
     spans = spans.astype(np.int32)  # offsets within a chunk; half the memory traffic of int64
     a_start, a_stop, b_start, b_stop, labels = (spans[:, k:k + 1] for k in range(5))

@@ -100,6 +100,13 @@ class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
             self.assertIn(f".bert_model.ckpt.{os.getpid()}-", staging)
         self.assertFalse(os.path.exists(staging))
 
+    def test_a_temporary_name_tells_the_name_it_stands_in_for(self):
+        for name in ("eval_results.txt", "bert_model.ckpt", ".hidden", "a.1-0123abcd.partial"):
+            temporary = os.path.basename(atomic.temporary_name(name))
+            self.assertEqual(atomic.temporary_target(temporary), name)
+        for name in ("eval_results.txt", ".eval_results.txt.12-0123abcd", ".x.12-XYZ.partial"):
+            self.assertIsNone(atomic.temporary_target(name))
+
     def test_atomic_folder_replaces_the_old_folder_whole(self):
         tmp_path = Path(self.create_tempdir().full_path)
         target = tmp_path / "data"

@@ -181,7 +181,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         datasets = write_toy_data(tmp_path / "data")
         first = FakeRunner()
         run_driver(arguments(tmp_path, "5"), first, datasets=datasets)
-        table5 = grid.GridBuilder(TOY, datasets, 2).table("5")
+        table5 = tables.table("5", grid.GridBuilder(TOY, datasets, 2))
         self.assertLen(first.calls, len(schedule.all_jobs(table5.jobs)))
 
         again = FakeRunner()
@@ -191,7 +191,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         # Table 8's 80/10/10 row is Table 5's BERT row: its data, pre-training and fine-tunings.
         table8 = FakeRunner()
         run_driver(arguments(tmp_path, "8"), table8, datasets=datasets)
-        needed = schedule.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("8").jobs)
+        needed = schedule.all_jobs(tables.table("8", grid.GridBuilder(TOY, datasets, 2)).jobs)
         shared = {job.key for job in needed} & {job.key for job in schedule.all_jobs(table5.jobs)}
         self.assertGreaterEqual(len(shared), 5)
         self.assertLen(table8.calls, len(needed) - len(shared))
@@ -201,27 +201,27 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         one = write_toy_data(tmp_path / "one")
         two = write_toy_data(tmp_path / "two")
         keys = [{job.key for job in
-                 schedule.all_jobs(grid.GridBuilder(TOY, data, 2).table("5").jobs)}
+                 schedule.all_jobs(tables.table("5", grid.GridBuilder(TOY, data, 2)).jobs)}
                 for data in (one, two)]
         self.assertEqual(keys[0], keys[1])
 
         more_steps = dataclasses.replace(TOY,
                                          phases=(dataclasses.replace(ONE_PHASE[0], steps=3),))
         changed = {job.key for job in schedule.all_jobs(
-            grid.GridBuilder(more_steps, one, 2).table("5").jobs)}
+            tables.table("5", grid.GridBuilder(more_steps, one, 2)).jobs)}
         # the vocabulary and the three sets of records
         self.assertLen(changed & keys[0], 4)
         with open(tmp_path / "one" / "corpus.txt", "a", encoding="utf-8") as corpus:
             corpus.write("one more line .\n")
         jobs._fingerprint.cache_clear()
-        edited = {job.key
-                  for job in schedule.all_jobs(grid.GridBuilder(TOY, one, 2).table("5").jobs)}
+        edited = {job.key for job in schedule.all_jobs(
+            tables.table("5", grid.GridBuilder(TOY, one, 2)).jobs)}
         self.assertEmpty(edited & keys[0])
 
     def test_an_interrupted_run_leaves_no_result_and_is_run_again(self):
         tmp_path = self._tmp_path()
         datasets = write_toy_data(tmp_path / "data", tagging=False)
-        table = grid.GridBuilder(TOY, datasets, 2).table("5")
+        table = tables.table("5", grid.GridBuilder(TOY, datasets, 2))
         every = schedule.all_jobs(table.jobs)
         interrupted = FakeRunner(fail_at=4)  # a fine-tuning: not resumable
         with self.assertRaises(KeyboardInterrupt):
@@ -256,7 +256,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(killed.returncode, -signal.SIGKILL, killed.stderr)
 
         datasets = write_toy_data(tmp_path / "data", tagging=False)
-        every = schedule.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("5").jobs)
+        every = schedule.all_jobs(tables.table("5", grid.GridBuilder(TOY, datasets, 2)).jobs)
         results = list((tmp_path / "cache" / "runs").glob(f"*/{jobs.RESULT_FILE}"))
         self.assertLen(results, 2)
         resumed = FakeRunner()
@@ -295,7 +295,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "results" / "table5_toy.png").is_file())
         # The pre-trainings' loss curves, read from their logs (loss=, not masked_lm_loss=).
         self.assertIn("![table5_toy_pretraining](table5_toy_pretraining.png)", lines)
-        bert = grid.GridBuilder(TOY, datasets, 2).table("5").rows[0].pretraining
+        bert = tables.table("5", grid.GridBuilder(TOY, datasets, 2)).rows[0].pretraining
         curve = jobs.Cache(tmp_path / "cache").result(bert)["train_loss"]
         self.assertEqual([step for step, _ in curve], [1, 2])
         self.assertAllClose(curve[0][1] - curve[1][1], 1, rtol=1e-6, atol=1e-12)
@@ -321,7 +321,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         datasets = write_toy_data(tmp_path / "data", tagging=False)
         run_driver(arguments(tmp_path, "6"), FakeRunner(), datasets=datasets)
         cache = jobs.Cache(tmp_path / "cache")
-        table = grid.GridBuilder(TOY, datasets, 2).table("6")
+        table = tables.table("6", grid.GridBuilder(TOY, datasets, 2))
         classifier = next(job for job in table.jobs if job.tool == "run_classifier.py")
         self.assertEqual(sorted(os.listdir(cache.output(classifier))), ["sweep_results.tsv"])
         result = json.loads((cache.folder(classifier) / jobs.RESULT_FILE).read_text())
@@ -363,7 +363,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         found = scales.glue_datasets(str(tmp_path / "glue"), [])
         self.assertEqual([task for task, _ in found], ["MRPC"])
         datasets = dataclasses.replace(write_toy_data(tmp_path / "data"), glue=found)
-        table = grid.GridBuilder(TOY, datasets, 1).table("5")
+        table = tables.table("5", grid.GridBuilder(TOY, datasets, 1))
         self.assertEqual(table.columns, ["sentiment", "tagging", "MRPC"])
         self.assertEqual(table.rows[0].paper["MRPC"], 86.7)
         # The left-to-right row reads MRPC's pairs in both orders (GPT's similarity input).
@@ -405,7 +405,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         too_far = dataclasses.replace(TOY, figure_steps=(1, 3))
         with self.assertRaisesRegex(ValueError,
                                     "figure_steps must not exceed the first phase's steps"):
-            grid.GridBuilder(too_far, datasets, 1).table("fig5")
+            tables.table("fig5", grid.GridBuilder(too_far, datasets, 1))
 
     def test_a_failing_tool_is_one_line_naming_its_log(self):
         tmp_path = self._tmp_path()
@@ -436,7 +436,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
                  for call in runner.calls if call[0] == "run_pretraining.py"]
         self.assertEqual(sorted(call["max_seq_length"] for call in calls),
                          ["32"] * 3 + ["64"] * 3)
-        pretrainings = [job for job in schedule.all_jobs(builder.table("5").jobs)
+        pretrainings = [job for job in schedule.all_jobs(tables.table("5", builder).jobs)
                         if job.tool == "run_pretraining.py"]
         firsts = {cache.output(job) for job in pretrainings
                   if "init_checkpoint" not in job.inputs}
@@ -469,9 +469,9 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         datasets = write_toy_data(tmp_path / "data")
         builder = grid.GridBuilder(TOY, datasets, 2)
         needed = {job.key for name in ("5", "8")
-                  for job in schedule.all_jobs(builder.table(name).jobs)}
+                  for job in schedule.all_jobs(tables.table(name, builder).jobs)}
         cache = jobs.Cache(tmp_path / "cache")
-        table5_jobs = schedule.all_jobs(builder.table("5").jobs)
+        table5_jobs = schedule.all_jobs(tables.table("5", builder).jobs)
 
         class FailOnceTable5IsDone(FakeRunner):
             def __call__(self, arguments, log, environment):
@@ -484,7 +484,8 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual([path.name for path in (tmp_path / "results").glob("*.md")],
                          ["table5_toy.md"])
 
-        every = schedule.all_jobs([*builder.table("5").jobs, *builder.table("8").jobs])
+        every = schedule.all_jobs([*tables.table("5", builder).jobs,
+                                   *tables.table("8", builder).jobs])
         self.assertLen(every, len(needed))  # shared runs are one job
         done = sum(cache.result(job) is not None for job in every)
         runner = FakeRunner()
@@ -529,12 +530,12 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
 
         def feature_runs(scale, table):
             return [job for job in schedule.all_jobs(
-                        grid.GridBuilder(scale, datasets, 2).table(table).jobs)
+                        tables.table(table, grid.GridBuilder(scale, datasets, 2)).jobs)
                     if job.settings.get("mode") == "feature_based"]
 
         with self.assertRaisesRegex(ValueError, "Table 7 reads the last four blocks, but the "
                                                 "toy scale's model has 2"):
-            grid.GridBuilder(TOY, datasets, 2).table("7")
+            tables.table("7", grid.GridBuilder(TOY, datasets, 2))
         four = dataclasses.replace(TOY, feature_model=(4, 32))
         runs = feature_runs(four, "7")
         self.assertEqual(

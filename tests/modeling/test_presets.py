@@ -19,6 +19,7 @@ from modeling.checkpoints import export_google_checkpoint, export_huggingface, l
 from modeling.config import ConfigError
 from tests.fixtures import TINY_CONFIG, class_folder, write_tiny_config
 from tests.loopback_http import LoopbackServer, closed_port_url
+from tests.zip_archives import declaring, zip_bytes
 
 GOOGLE_NAME = "uncased_L-2_H-128_A-2"
 GOOGLE_PATH = f"/2020_02_20/{GOOGLE_NAME}.zip"
@@ -153,6 +154,26 @@ class PresetsTest(tf.test.TestCase):
     def test_archive_that_is_no_release_leaves_no_folder(self):
         self.server.files[GOOGLE_PATH] = self.zip_without_checkpoint
         with self.assertRaisesRegex(DownloadError, r"the archive lacks bert_model\.ckpt\.index"):
+            load_encoder(GOOGLE_NAME)
+        self._assert_nothing_cached()
+
+    def test_only_the_release_files_are_unpacked(self):
+        with zipfile.ZipFile(io.BytesIO(self.google_zip)) as release:
+            members = {name: release.read(name) for name in release.namelist()}
+        members[f"{GOOGLE_NAME}/bert_model.ckpt.meta"] = b"graph"
+        members[f"{GOOGLE_NAME}/notes/huge.bin"] = bytes(3_000_000)
+        self.server.files[GOOGLE_PATH] = zip_bytes(members, zipfile.ZIP_DEFLATED)
+        self.assert_weights(load_encoder(GOOGLE_NAME), self.google_encoder)
+        self.assertEqual(sorted(path.name for path in presets.resolve(GOOGLE_NAME).iterdir()),
+                         ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                          "bert_model.ckpt.index", "vocab.txt"])
+
+    def test_archive_declaring_more_than_the_limit_is_refused_and_leaves_no_folder(self):
+        member = f"{GOOGLE_NAME}/bert_model.ckpt.data-00000-of-00001"
+        self.server.files[GOOGLE_PATH] = declaring(self.google_zip, member, 7 << 29)
+        with self.assertRaisesRegex(DownloadError, rf"{GOOGLE_NAME}\.zip: member {member} "
+                                                   r"brings the unpacked size to \d+ bytes, "
+                                                   r"over the limit of 3221225472"):
             load_encoder(GOOGLE_NAME)
         self._assert_nothing_cached()
 

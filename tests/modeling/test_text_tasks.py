@@ -128,10 +128,11 @@ class TextClassifierTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, "3 label_names for 2 labels"):
             self._classifier(label_names=["a", "b", "c"])
         model = self._classifier(label_names=["neg", "pos"])
-        with self.assertRaisesRegex(ValueError, "'meh' are not among the model's label_names"):
+        with self.assertRaisesRegex(ValueError, "example 1 has label 'meh', which is not among "
+                                                "the model's label_names"):
             model.compile()
             model.fit(TEXTS[:2], ["pos", "meh"], verbose=0)
-        with self.assertRaisesRegex(ValueError, "differ in length: 8, 2"):
+        with self.assertRaisesRegex(ValueError, "x holds 8 examples but y 2 labels"):
             model.fit(TEXTS, LABELS[:2], verbose=0)
         unknown_size = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(4).filter(
             lambda texts, labels: True)

@@ -81,6 +81,21 @@ class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
             text_b=tf.constant([b for _, b in pairs]))["score"].numpy()
         self._assert_packed_as_in_training(served, pairs)
 
+    def test_columns_of_different_lengths_are_one_readable_error(self):
+        """They once aborted the serving process (std::length_error in the packer)."""
+        for text_a, text_b in ((["the cat", "a dog", "cats"], ["the mat"]), ([], ["a"])):
+            with self.assertRaisesRegex(
+                    tf.errors.InvalidArgumentError,
+                    rf"assertion failed: \[text_a and text_b differ in batch size: {len(text_a)} "
+                    rf"and {len(text_b)}; give one of each per example\]"):
+                self.module.serve_pair(tf.constant(text_a, tf.string),
+                                       tf.constant(text_b, tf.string))
+
+    def test_an_empty_batch_gets_no_rows(self):
+        empty = tf.constant([], tf.string)
+        self.assertEqual(self.module.serve_pair(empty, empty)["score"].shape, (0, 3, LENGTH))
+        self.assertEqual(self.module.serve_single(empty)["score"].shape, (0, 3, LENGTH))
+
     @parameterized.parameters((0o022, 0o755), (0o077, 0o700))
     def test_exported_folders_follow_the_umask(self, mask, expected):
         tmp_path = self.create_tempdir().full_path

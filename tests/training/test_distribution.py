@@ -101,8 +101,6 @@ class DistributionTest(tf.test.TestCase, parameterized.TestCase):
         self.assertFalse(default_jit_compile(cpu, "float32", 1024))  # not measured
         self.assertFalse(default_jit_compile(cpu, "mixed_bfloat16",
                                              256))  # oneDNN's bfloat16 is faster
-        self.assertFalse(default_jit_compile(cpu, "float32",
-                                             None))  # a model without an encoder config
         # The Python API's default strategy (no `tf.distribute` scope) has no device list.
         on_gpu = bool(tf.config.list_logical_devices("GPU"))
         self.assertTrue(default_jit_compile(tf.distribute.get_strategy(), "float32", 256))

@@ -132,7 +132,9 @@ class TinyRegression(keras.Model):
         return {"kernel": self.dense.kernel, "bias": self.dense.bias}
 
 
-def _trainer(optimizer, folder, scale: float = 1.0):
+def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True,
+             steps_per_update: int = 1):
+    """A Trainer of a freshly seeded TinyRegression in `folder`, restored unless `restore=False`."""
     keras.utils.set_random_seed(0)
     model = TinyRegression()
     model({"x": np.zeros((1, 4), "float32")})
@@ -141,7 +143,9 @@ def _trainer(optimizer, folder, scale: float = 1.0):
         return {"loss": tf.reduce_mean(tf.square(outputs[:, 0] - features["y"]))}
 
     trainer = loop.Trainer(model, optimizer, tf.distribute.get_strategy(), loss_fn,
-                           str(folder), max_to_keep=1)
+                           str(folder), max_to_keep=1, steps_per_update=steps_per_update)
+    if restore:
+        trainer.restore_newest_checkpoint()
     rng = np.random.default_rng(0)
     data = tf.data.Dataset.from_tensor_slices(
         {"x": rng.normal(size=(32, 4)).astype("float32"),
@@ -374,6 +378,18 @@ class TrainerFaultsTest(_FaultsTestCase):
         self.assertEqual(raised.exception.step, 2)
         self.assertEqual(trainer.step, 2)
 
+    def test_divergence_is_numbered_in_updates_of_steps_per_update_batches(self):
+        trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=1e30), self._tmp_path(),
+                                    steps_per_update=2)
+        with self.assertRaisesRegex(loop.TrainingDiverged, "^training diverged at step 1:"):
+            trainer.train(data, 10, steps_per_loop=5)
+        self.assertEqual(trainer.step, 2)  # batch 2 of update 1 overflowed
+        for bad in (0, -2, 1.5, True, "2"):
+            with self.assertRaisesRegex(ValueError, "^steps_per_update must be a positive "
+                                        rf"integer, got {re.escape(repr(bad))}$"):
+                _trainer(keras.optimizers.SGD(learning_rate=0.01), self._tmp_path(),
+                         steps_per_update=bad)
+
     def test_save_refuses_non_finite_values(self):
         tmp_path = self._tmp_path()
         trainer, model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.1), tmp_path)
@@ -419,6 +435,33 @@ class TrainerFaultsTest(_FaultsTestCase):
             (tmp_path / name).write_text("not ours")
         _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         self.assertEqual(sorted(os.listdir(tmp_path)), sorted(kept))
+
+    def test_restoring_is_a_step_of_its_own_that_comes_before_training_and_saving(self):
+        tmp_path = self._tmp_path()
+        trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+        self.assertIsNone(trainer.restored_from)
+        trainer.train(data, 3)
+        trainer.save()
+        trained = model.dense.kernel.numpy().copy()
+
+        later, later_model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path,
+                                         restore=False)
+        self.assertEqual(later.step, 0)  # construction read no checkpoint
+        self.assertNotAllClose(later_model.dense.kernel.numpy(), trained)
+        for name, use in (("train", lambda: later.train(data, 4)), ("save", later.save),
+                          ("restored_from", lambda: later.restored_from)):
+            with self.assertRaisesRegex(RuntimeError, f"^Trainer.{name} was used before "
+                                        r"restore_newest_checkpoint\(\)"):
+                use()
+        self.assertEqual(later.step, 0)
+        self.assertEndsWith(tf.train.latest_checkpoint(str(tmp_path)), "ckpt-3")
+
+        self.assertEqual(later.restore_newest_checkpoint(), str(tmp_path / "ckpt-3"))
+        self.assertEqual(later.restored_from, str(tmp_path / "ckpt-3"))
+        self.assertEqual(later.step, 3)
+        self.assertAllEqual(later_model.dense.kernel.numpy(), trained)
+        with self.assertRaisesRegex(RuntimeError, "already called"):
+            later.restore_newest_checkpoint()
 
     def test_checkpoint_without_dropout_state_still_resumes(self):
         """Checkpoints written before the dropout state was saved resume, with fresh masks."""

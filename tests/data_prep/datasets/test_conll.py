@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
-from data_prep.datasets.conll import (Sentence, build_windows, detect_scheme, label_list,
-                                      predictions_to_tags, read_conll, windows_to_arrays,
-                                      write_conll_predictions)
+from data_prep.datasets.conll import (Sentence, build_windows, check_entity_tags, detect_scheme,
+                                      label_list, predictions_to_tags, read_conll,
+                                      windows_to_arrays, write_conll_predictions)
 from tests.fixtures import class_folder
 from text.tag_schemes import convert_iob1_to_iob2
 from text.tokenization import FullTokenizer
@@ -98,6 +98,28 @@ class ConllTest(tf.test.TestCase, parameterized.TestCase):
         entities = read_conll(write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
         self.assertEqual(entities[0].tags, ["B-ORG", "O"])
         self.assertEqual(entities[0].columns, 4)
+
+    def test_a_training_file_without_entities_is_refused_naming_it(self):
+        path = write(self._tmp_path(), "-DOCSTART- -X- -X- O\n\nEU NNP B-NP O\nrejects VBZ "
+                                       "B-VP O\n\nGerman JJ B-NP O\n", name="train.txt")
+        sentences = read_conll(path)
+        with self.assertRaisesRegex(ValueError, f"^{path}: no entity tag to learn from: all 3 "
+                                                r"tags of its 2 sentence\(s\) in the tag column "
+                                                r"\(column 4 of 4\) are O; a training file "
+                                                "needs B-TYPE / I-TYPE tags"):
+            check_entity_tags(sentences, training=True)
+
+    def test_a_dev_file_without_entities_is_kept_with_a_warning(self):
+        path = write(self._tmp_path(), "EU O\nrejects O\n", name="valid.txt")
+        sentences = read_conll(path)
+        with self.assertLogs("absl", "WARNING") as logs:
+            check_entity_tags(sentences, training=False)
+        self.assertRegex(logs.output[0], f"{path}: no entity tag: all 2 tags of its 1 "
+                                          r"sentence\(s\) .*are O; entity precision, recall "
+                                          "and F1 on it are 0")
+        with self.assertNoLogs("absl", "WARNING"):  # one entity is enough, in any split
+            for training in (True, False):
+                check_entity_tags(read_conll(write(self._tmp_path(), CONLL)), training)
 
     def test_labels_and_schemes(self):
         iob1 = [Sentence(["a", "b", "c", "d"], ["I-PER", "I-PER", "B-PER", "O"], 0, "x:1"),

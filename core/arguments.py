@@ -1,0 +1,119 @@
+"""Checks for the counts and numbers a caller passes, with messages that name the argument.
+
+A count of 0, a string where a count belongs, or a NaN rate does not fail
+where it is given: Keras falls back to a default batch size for 0, a NaN
+learning rate trains every weight into NaN, and `"2" < 1` fails deep inside
+with a message about `<`. These checks refuse such values at the edge, in
+the library's own words: the argument's name, the value, what is allowed.
+Numbers from NumPy count as numbers; `True` and `"2"` do not.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import string
+from collections.abc import Container
+from typing import Any
+
+
+class FieldError(ValueError):
+    """A refused value, naming the settings fields it is about in a way each edge can render.
+
+    Library code speaks of fields and arguments as Python has them
+    (`learning_rate`); a command line sets the same fields through flags of
+    the same names (`--learning_rate`). So the message is a template whose
+    named placeholders are fields and whose positional ones are values:
+
+        FieldError("{train_batch_size}={0} is not divisible by "
+                   "{gradient_accumulation_steps}={1}", 32, 3)
+
+    reads `train_batch_size=32 is not divisible by gradient_accumulation_steps=3`
+    from Python, and the program edge renders each field that is one of its
+    flags as `--field`. It is a ValueError, so callers that catch those keep working.
+    """
+
+    def __init__(self, template: str, *values: Any):
+        self.template, self.values = template, values
+        self.fields = tuple(dict.fromkeys(
+            name for _, name, _, _ in string.Formatter().parse(template)
+            if name and not name.isdigit()))
+        super().__init__(self.render())
+
+    def render(self, flags: Container[str] = ()) -> str:
+        """The message, each field that is in `flags` written `--field`, the others bare."""
+        return self.template.format(*self.values, **{
+            field: f"--{field}" if field in flags else field for field in self.fields})
+
+    def __reduce__(self):  # pickled (multiprocessing) as its template and values
+        return type(self), (self.template, *self.values)
+
+
+def is_integer(value: Any) -> bool:
+    """A Python or NumPy integer, not a bool (`True` is an int to Python, not a count)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite real number (int or float, Python or NumPy), not a bool."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_integer(name: str, value: Any, minimum: int = 1,
+                  error: type[Exception] = FieldError) -> int:
+    """`value` as an int, if it is an integer >= `minimum`.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+      minimum: the smallest value allowed (1: a positive count).
+      error: the exception class to raise (a ValueError subclass; a FieldError
+        one names `name` as a field).
+    """
+    if not is_integer(value) or value < minimum:
+        allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise _refusal(error, name, f"must be {allowed}", value)
+    return int(value)
+
+
+def check_number(name: str, value: Any, minimum: float | None = None,
+                 maximum: float | None = None, *, above: bool = False, below: bool = False,
+                 error: type[Exception] = FieldError) -> float:
+    """`value` as a float, if it is a finite number in the range given.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+      minimum, maximum: the range's ends; None leaves that side open.
+      above: `value` must exceed `minimum` rather than equal it at least.
+      below: `value` must stay under `maximum` rather than reach it at most.
+      error: the exception class to raise (a ValueError subclass; a FieldError
+        one names `name` as a field).
+    """
+    inside = is_number(value) and (
+        minimum is None or (value > minimum if above else value >= minimum)) and (
+        maximum is None or (value < maximum if below else value <= maximum))
+    if not inside:
+        raise _refusal(error, name, f"must be {_range(minimum, maximum, above, below)}", value)
+    return float(value)
+
+
+def _refusal(error: type[Exception], name: str, rule: str, value: Any) -> Exception:
+    """`name rule, got value`, as a FieldError template where `name` is a field."""
+    if issubclass(error, FieldError) and name.isidentifier():
+        return error(f"{{{name}}} {rule}, got {{0!r}}", value)
+    return error(f"{name} {rule}, got {value!r}")
+
+
+def _range(minimum: float | None, maximum: float | None, above: bool, below: bool) -> str:
+    if minimum == 0 and above and maximum is None:
+        return "a positive finite number"
+    if minimum is not None and maximum is not None:
+        return (f"a finite number in {'(' if above else '['}{minimum:g}, "
+                f"{maximum:g}{')' if below else ']'}")
+    if minimum is not None:
+        return f"a finite number {'>' if above else '>='} {minimum:g}"
+    if maximum is not None:
+        return f"a finite number {'<' if below else '<='} {maximum:g}"
+    return "a finite number"
