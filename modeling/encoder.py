@@ -12,10 +12,11 @@ from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.settings import ConfigurableModel
 from modeling.layers.transformer import TransformerBlock
+from modeling.quantization import QuantizableModel
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertEncoder(ConfigurableModel):
+class BertEncoder(QuantizableModel, ConfigurableModel):
     """Maps `input_ids`, `input_mask`, `segment_ids` to contextual vectors.
 
     Returns a dict with `sequence_output` [batch, seq, hidden] and
