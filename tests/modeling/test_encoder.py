@@ -9,6 +9,7 @@ from absl.testing import parameterized
 
 from modeling.encoder import BertEncoder
 from modeling.layers.activations import get_activation
+from modeling.layers.transformer import TransformerBlock
 from tests.fixtures import tiny_config
 
 CONFIG = tiny_config(vocab_size=100, max_position_embeddings=20, hidden_dropout_prob=0.0,
@@ -166,6 +167,24 @@ class EncoderTest(tf.test.TestCase, parameterized.TestCase):
         kernel, bias = (keras.ops.convert_to_numpy(w) for w in dense.weights)
         self.assertAllClose(dense(x),
                             get_activation(activation)(x @ kernel + bias), rtol=1e-6, atol=1e-6)
+
+    def test_every_block_is_built_with_the_configs_settings(self):
+        """Each setting reaches its own slot: the block takes them by keyword only."""
+        config = CONFIG.replace(hidden_act="relu", initializer_range=0.03,
+                                layer_norm_eps=1e-6, hidden_dropout_prob=0.125,
+                                attention_probs_dropout_prob=0.25)
+        for block in BertEncoder(config).blocks:
+            settings = block.get_config()
+            self.assertEqual({key: settings[key] for key in (
+                "hidden_size", "num_heads", "intermediate_size", "hidden_act",
+                "initializer_range", "layer_norm_eps", "hidden_dropout_prob",
+                "attention_probs_dropout_prob")}, {
+                "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
+                "hidden_act": "relu", "initializer_range": 0.03, "layer_norm_eps": 1e-6,
+                "hidden_dropout_prob": 0.125, "attention_probs_dropout_prob": 0.25})
+            self.assertEqual(block.attention.dropout_rate, 0.25)
+        with self.assertRaisesRegex(TypeError, "positional"):
+            TransformerBlock(32, 2, 64, "relu")
 
     def test_from_config_round_trip(self):
         clone = BertEncoder.from_config(self.encoder.get_config())
