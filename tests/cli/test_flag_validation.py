@@ -8,14 +8,13 @@ The runners' own checks are reached through their `main`, in-process too.
 
 import os
 import re
-from pathlib import Path
 
 import tensorflow as tf
 from absl import flags
 from absl.testing import parameterized
 
 from cli import runner_flags
-from tests.fixtures import run_main
+from tests.fixtures import TestCase, run_main
 
 
 def _pretraining_flags(tmp_path, *arguments: str) -> flags.FlagValues:
@@ -88,18 +87,15 @@ RUNNER_REFUSALS = [
 ]
 
 
-class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class FlagValidationTest(TestCase, parameterized.TestCase):
 
     @parameterized.parameters(*PRETRAINING_REFUSALS)
     def test_pretraining_refuses_out_of_range_flags(self, arguments, message):
         with self.assertRaisesRegex(ValueError, message.replace("+", r"\+")):
-            _check_pretraining(self._tmp_path(), *arguments)
+            _check_pretraining(self.tmp_path(), *arguments)
 
     def test_pretraining_eval_alone_needs_weights_to_evaluate(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(ValueError, f"--output_dir={tmp_path} holds no checkpoint; "
                                                 "pass --init_checkpoint or --do_train"):
             _check_pretraining(tmp_path, "--do_eval")
@@ -110,7 +106,7 @@ class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
         _check_pretraining(tmp_path, "--do_eval")  # resumes from the run in --output_dir
 
     def test_pretraining_accepts_the_defaults_and_zero_warmup(self):
-        _check_pretraining(self._tmp_path(), "--do_train", "--num_warmup_steps=0",
+        _check_pretraining(self.tmp_path(), "--do_train", "--num_warmup_steps=0",
                            "--gradient_accumulation_steps=4")
 
     @parameterized.parameters(*FINETUNING_REFUSALS)
@@ -148,7 +144,7 @@ class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
             runner_flags.parse_learning_rates(["inf"])
 
     def test_output_dir_that_cannot_be_created_names_the_flag(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         (tmp_path / "file").write_text("not a folder")
         with self.assertRaisesRegex(OSError,
                                     f"--output_dir={tmp_path}/file/out: cannot write there"):
@@ -159,14 +155,14 @@ class FlagValidationTest(tf.test.TestCase, parameterized.TestCase):
     def test_read_only_output_dir_names_the_flag(self):
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             self.skipTest("root may write into a read-only folder")
-        folder = self._tmp_path() / "read_only"
+        folder = self.tmp_path() / "read_only"
         folder.mkdir(mode=0o555)
         with self.assertRaisesRegex(OSError, f"--output_dir={folder}: cannot write there"):
             runner_flags.check_output_dir(str(folder))
 
     @parameterized.parameters(*RUNNER_REFUSALS)
     def test_runners_check_before_reading_anything(self, script, arguments, message):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(ValueError, re.escape(message)):
             run_main(script, {"data_dir": tmp_path / "missing",
                               "bert_config_file": tmp_path / "missing.json",

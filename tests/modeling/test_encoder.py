@@ -1,7 +1,5 @@
 """BertEncoder: outputs, masking, causal mode, checkpoint names, serialization, precision."""
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -10,7 +8,7 @@ from absl.testing import parameterized
 from modeling.encoder import BertEncoder
 from modeling.layers.activations import get_activation
 from modeling.layers.transformer import TransformerBlock
-from tests.fixtures import tiny_config
+from tests.fixtures import TestCase, tiny_config
 
 CONFIG = tiny_config(vocab_size=100, max_position_embeddings=20, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)
@@ -59,7 +57,7 @@ def expected_checkpoint_shapes(config):
     return shapes
 
 
-class EncoderTest(tf.test.TestCase, parameterized.TestCase):
+class EncoderTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -197,7 +195,7 @@ class EncoderTest(tf.test.TestCase, parameterized.TestCase):
             self.assertAllEqual(numpy_outputs(clone, inputs)[key], value)
 
     def test_keras_file_round_trip(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         model = BertEncoder(CONFIG, causal=True, output_hidden_states=True)
         model.set_weights([w + 0.01 for w in self.encoder.get_weights()])
         path = str(tmp_path / "encoder.keras")

@@ -4,8 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -15,7 +13,7 @@ import tensorflow as tf
 from modeling import (BertClassifier, BertSpanModel, BertTokenTagger, load_preprocessor,
                       span_text)
 from modeling.optimization import BertAdamW, WarmupLinearDecay
-from tests.fixtures import REPO
+from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids
 
@@ -27,12 +25,12 @@ TAGS = [["B-PER", "O", "O", "B-LOC"], ["O", "B-PER", "O"], ["O", "O"]]
 TAG_NAMES = ["O", "B-PER", "B-LOC"]
 
 
-class TextClassifierTest(tf.test.TestCase):
+class TextClassifierTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(cls.enterClassContext(tempfile.TemporaryDirectory()))
+        cls.root = cls.class_folder()
         cls.folder = tiny_folder(cls.root)
 
     def setUp(self):
@@ -163,12 +161,12 @@ class TextClassifierTest(tf.test.TestCase):
         self.assertEqual(reloaded["labels"], model.predict_labels(TEXTS))
 
 
-class TextTaggerTest(tf.test.TestCase):
+class TextTaggerTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(cls.enterClassContext(tempfile.TemporaryDirectory()))
+        cls.root = cls.class_folder()
         cls.folder = tiny_folder(cls.root)
 
     def test_first_sub_token_of_each_word_carries_its_label(self):
@@ -208,12 +206,12 @@ class TextTaggerTest(tf.test.TestCase):
             model.fit(SENTENCES, [TAGS[0], TAGS[1][:2], TAGS[2]], verbose=0)
 
 
-class TextSpanTest(tf.test.TestCase):
+class TextSpanTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(cls.enterClassContext(tempfile.TemporaryDirectory()))
+        cls.root = cls.class_folder()
         cls.folder = tiny_folder(cls.root)
 
     def test_question_and_context_words_pack_as_the_runner(self):

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertClassifier, BertSpanModel, BertTokenTagger
-from tests.fixtures import class_folder
+from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
 
 # Each word of the tiny vocabulary is one token; "unbelievable" is un ##believ ##able.
@@ -13,12 +13,12 @@ TEXTS = ["a fine film", "the film is great", "great acting", "the plot was dull 
 SENTENCES = [["john", "lives", "in", "paris"], ["the", "cat", "sat"], ["unbelievable", "!"]]
 
 
-class TruncationTest(tf.test.TestCase):
+class TruncationTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(class_folder(cls))
+        cls.folder = tiny_folder(cls.class_folder())
         # Five positions: [CLS], three tokens, [SEP].
         cls.classifier = BertClassifier.from_pretrained(cls.folder, num_labels=2,
                                                         sequence_length=5)

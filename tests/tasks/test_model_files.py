@@ -10,16 +10,16 @@ from absl.testing import parameterized
 from tasks import classification, contract, features, pretraining, squad, tagging
 from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, PRETRAINING, ModelFiles,
                                resolve_model_files)
-from tests.fixtures import write_tiny_config
+from tests.fixtures import TestCase, write_tiny_config
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-class ResolveModelFilesTest(tf.test.TestCase, parameterized.TestCase):
+class ResolveModelFilesTest(TestCase, parameterized.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(self.create_tempdir().full_path)
+        self.root = self.tmp_path()
 
     def _vocab(self, size: int, name: str = "vocab.txt", capital: bool = False) -> Path:
         words = [f"Word{i}" if capital else f"word{i}" for i in range(size - len(SPECIAL))]

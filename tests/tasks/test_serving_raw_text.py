@@ -21,7 +21,7 @@ from tasks.serving_span import export_span_model
 from tasks.serving_tagging import export_tagger
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import TINY_CONFIG, TestCase
 from text.tokenization import FullTokenizer
 from training import finetuning
 
@@ -38,12 +38,12 @@ SENTENCES = [["the", "cats", "sat", "on", "the", "mat"], ["a", "big", "dog", "ra
 LENGTH = 24
 
 
-class RawTextServingTest(tf.test.TestCase, parameterized.TestCase):
+class RawTextServingTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         (cls.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         cls.tokenizer = FullTokenizer(str(cls.root / "vocab.txt"))
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})

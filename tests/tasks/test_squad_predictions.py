@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from tasks.squad_predictions import (
     get_final_text,
     write_prediction_files,
 )
+from tests.fixtures import TestCase
 from text.tokenization import FullTokenizer
 
 pytestmark = pytest.mark.assets
@@ -45,7 +45,7 @@ def _result(feature: InputFeatures, starts: dict[str, float], ends: dict[str, fl
     return RawResult(feature.unique_id, logits[0], logits[1])
 
 
-class SquadPredictionsTest(tf.test.TestCase, parameterized.TestCase):
+class SquadPredictionsTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -130,7 +130,7 @@ class SquadPredictionsTest(tf.test.TestCase, parameterized.TestCase):
             compute_predictions(examples, features, [], 20, 30, True, False)
 
     def test_prediction_files(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         nbest = {"q1": [{"text": "Café", "probability": 1.0, "start_logit": 1.0, "end_logit": 2.0}]}
         write_prediction_files(str(tmp_path / "v1"), {"q1": "Café"}, nbest, {})
         self.assertEqual(sorted(p.name for p in (tmp_path / "v1").iterdir()), [
