@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
+from core.arguments import FieldError
 from modeling.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,4 +138,7 @@ def run_main(script: str, arguments: Mapping[str, object]) -> None:
     module.define_flags(values)
     values([script, *(f"--{key}={value}" for key, value in arguments.items()
                       if value is not None)])
-    module.main([script], values)
+    try:
+        module.main([script], values)
+    except FieldError as error:  # as the command line shows it: its fields as --flags
+        raise ValueError(error.render(values)) from error

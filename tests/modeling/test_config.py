@@ -1,10 +1,13 @@
 """BertConfig: Google and Hugging Face files, presets, validation messages."""
 
 import json
+import re
 
+import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.arguments import FieldError
 from modeling.config import BertConfig, ConfigError
 from tests.fixtures import TestCase
 
@@ -126,6 +129,28 @@ class ConfigTest(TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(ConfigError, message) as error:
             BertConfig.from_json_file(path)
         self.assertIn(str(path), str(error.exception))
+
+    def test_sequence_lengths_from_3_to_the_position_embeddings_fit(self):
+        config = BertConfig(vocab_size=10, max_position_embeddings=64)
+        self.assertEqual(config.check_sequence_length(3), 3)
+        length = config.check_sequence_length(np.int64(64))
+        self.assertEqual((length, type(length)), (64, int))
+
+    @parameterized.parameters((2, "2"), (65, "65"), ("16", "'16'"), (True, "True"),
+                              (16.0, "16.0"))
+    def test_other_sequence_lengths_are_refused_naming_the_field(self, value, shown):
+        config = BertConfig(vocab_size=10, max_position_embeddings=64)
+        with self.assertRaises(FieldError) as raised:
+            config.check_sequence_length(value, "max_seq_length", "bert_config.json")
+        self.assertEqual(str(raised.exception),
+                         "max_seq_length must be an integer from 3 to the model's "
+                         f"max_position_embeddings (64) of bert_config.json, got {shown}")
+        self.assertTrue(raised.exception.render({"max_seq_length"}).startswith(
+            "--max_seq_length must be"))
+        with self.assertRaisesRegex(FieldError, r"^sequence_length must be an integer from 3 to "
+                                                rf"the model's max_position_embeddings \(64\), "
+                                                f"got {re.escape(shown)}$"):
+            config.check_sequence_length(value)
 
     def test_missing_fields(self):
         tmp_path = self.tmp_path()

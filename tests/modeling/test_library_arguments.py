@@ -241,7 +241,9 @@ class SourcesTest(TestCase):
             BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=10**9)
         preprocessor = BertPreprocessor(load_preprocessor(self.folder, 16).vocabulary,
                                         sequence_length=65)  # built without the model's config
-        with self.assertRaisesRegex(ValueError, "sequence_length=65 exceeds"):
+        with self.assertRaisesRegex(ValueError, r"^sequence_length must be an integer from 3 to "
+                                                r"the model's max_position_embeddings \(64\), "
+                                                "got 65$"):
             BertTokenTagger(BertConfig.from_json_file(Path(self.folder) / "bert_config.json"),
                             num_labels=2, preprocessor=preprocessor)
 

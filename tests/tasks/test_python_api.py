@@ -72,9 +72,11 @@ class PythonApiTest(TestCase):
         self.assertTrue((tmp_path / "out" / "checkpoints" / "checkpoint").exists())
 
     def test_config_refuses_what_the_flags_refuse(self):
-        with self.assertRaisesRegex(ValueError, "--learning_rate must be positive, got 0"):
+        # From Python, the fields by their own names; a command line writes them as flags.
+        with self.assertRaisesRegex(ValueError,
+                                    "^learning_rate must be a positive finite number, got 0$"):
             OptimizationConfig(learning_rate=0)
-        with self.assertRaisesRegex(ValueError, "--train_batch_size must be positive"):
+        with self.assertRaisesRegex(ValueError, "^train_batch_size must be a positive integer"):
             TrainingConfig(str(self.folder), train_batch_size=0)
         with self.assertRaisesRegex(ValueError, "--max_predictions_per_seq cannot exceed"):
             pretraining.TASK.prepare(
