@@ -114,19 +114,21 @@ class BertPreprocessor(keras.layers.Layer):
         """`[CLS] question [SEP] context [SEP]`, the context given as words [N, (words)].
 
         Each context word is tokenized alone, as the SQuAD runner does, so an
-        answer span maps back to whole words. Also returns the context's
+        answer span maps back to whole words; a word with no sub-token (a lone
+        U+3000) takes no position, as there. Also returns the context's
         sub-tokens by word [N, (words), (pieces)], before truncation.
         """
         with tf.device("cpu"):
             question_ids, _ = self.tokenizer.tokenize_batch(questions)
-            word_pieces = self._word_pieces(context_words)
+            pieces, _ = self.tokenizer.tokenize_batch(context_words.flat_values)
+            word_pieces = tf.RaggedTensor.from_row_splits(pieces, context_words.row_splits)
             return pack_ragged(question_ids, word_pieces.merge_dims(1, 2), self.sequence_length,
                                self.tokenizer.cls_id, self.tokenizer.sep_id,
                                names=("questions", "context_words")), word_pieces
 
     def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """Sub-tokens of each word [N, (words), (pieces)]; a word with none becomes [UNK],
-        as in the runners, so every word keeps a position."""
+        as in the tagging runners, so every word keeps a position."""
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
         no_piece = tf.cast(pieces.row_lengths() == 0, tf.int64)
         unknown = tf.RaggedTensor.from_row_lengths(

@@ -14,7 +14,7 @@ from absl.testing import parameterized
 
 from data_prep.datasets.conll import (build_windows, predictions_to_tags, read_conll,
                                       windows_to_arrays)
-from data_prep.datasets.squad import SquadExample, whitespace_words
+from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from modeling import BertConfig, BertSpanModel, BertTokenTagger, load_labels
 from tasks.serving_span import export_span_model
@@ -23,6 +23,7 @@ from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
 from tests.fixtures import TINY_CONFIG, TestCase
 from text.tokenization import FullTokenizer
+from text.whitespace_words import whitespace_words
 from training import finetuning
 
 WORDS = ["the", "cat", "##s", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "who",

@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.corpora.assets import minilm_dir
-from data_prep.datasets.squad import SquadExample, read_squad_examples, whitespace_words
+from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (FIRST_UNIQUE_ID, convert_examples_to_features,
                                                features_to_arrays)
 from tests.fixtures import TestCase
@@ -48,11 +48,6 @@ class SquadDataTest(TestCase, parameterized.TestCase):
         """The real vocabulary loads once for the class."""
         super().setUpClass()
         cls.tokenizer = FullTokenizer(str(minilm_dir() / "vocab.txt"), do_lower_case=True)
-
-    def test_whitespace_words_map_every_character_to_its_word(self):
-        words, char_to_word = whitespace_words(" ab  c\u202fd\te\n")
-        self.assertEqual(words, ["ab", "c", "d", "e"])
-        self.assertEqual(char_to_word, [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3])
 
     @parameterized.parameters(
         ("1990", ["(1990)"], ["1990"]),                       # punctuation glued to the answer
