@@ -81,9 +81,12 @@ class SpanServing(RawTextServing):
             has_span &= null_score - best_score <= self.null_score_diff_threshold
         start = tf.maximum(start - first[:, 0], 0)  # in the context's pieces
         end = tf.maximum(end - first[:, 0], start)
+        # The span's pieces; a row without one reads the padding "" instead.
+        pieces = tf.pad(tf.gather(self.pieces, context_ids).to_tensor(""), [[0, 0], [0, 1]])
         span = tf.ragged.range(start, end + 1)
-        pred_text = answer_spans.pieces_texts(tf.gather(
-            self.pieces, tf.gather(context_ids, span, batch_dims=1)))
+        span = span.with_flat_values(tf.minimum(span.flat_values, tf.repeat(
+            tf.cast(context_ids.row_lengths(), tf.int32), span.row_lengths())))
+        pred_text = answer_spans.pieces_texts(tf.gather(pieces, span, batch_dims=1))
         no_word = tf.size(words.flat_values, out_type=tf.int64)  # a stand-in for empty rows
         first_word = _pick(piece_words, start, no_word)
         last_word = _pick(piece_words, end, no_word)
@@ -94,16 +97,18 @@ class SpanServing(RawTextServing):
             self.tokenizer.do_lower_case)
 
         # Characters of the joined words -> characters of the context: each word's own,
-        # then one for the space after it.
-        word_chars = tf.strings.length(span_words, unit="UTF8_CHAR")
+        # then one for the space after it. Characters are counted as `final_texts` counts
+        # them, which for UTF-8 is as Python does.
+        def characters(texts: tf.Tensor) -> tf.Tensor:
+            return tf.strings.unicode_decode(texts, "UTF-8").row_lengths()
+
         word_start_bytes = tf.gather(tf.concat([word_starts.flat_values, [0]], axis=0),
-                                     tf.ragged.range(first_word, last_word + 1))
-        context_row = tf.repeat(context, span_words.row_lengths())
-        word_start_chars = tf.strings.length(
-            tf.strings.substr(context_row, tf.zeros_like(word_start_bytes.flat_values),
-                              word_start_bytes.flat_values), unit="UTF8_CHAR")
-        in_context_chars = tf.ragged.range(word_start_chars,
-                                           word_start_chars + word_chars.flat_values + 1)
+                                     tf.ragged.range(first_word, last_word + 1)).flat_values
+        word_start_chars = characters(tf.strings.substr(
+            tf.repeat(context, span_words.row_lengths()), tf.zeros_like(word_start_bytes),
+            word_start_bytes))
+        in_context_chars = tf.ragged.range(
+            word_start_chars, word_start_chars + characters(span_words.flat_values) + 1)
         in_context_chars = tf.RaggedTensor.from_row_splits(
             in_context_chars, span_words.row_splits).merge_dims(1, 2)
         start_char = _pick(in_context_chars, first_char, -1)

@@ -206,28 +206,29 @@ def final_texts(pred_text: tf.Tensor, orig_text: tf.Tensor, lower_case: bool
     tokenized = _joined_words(orig_text, lower_case)
     found = _find(tokenized, pred_text)
     prefix = tf.strings.substr(tokenized, tf.zeros_like(found), tf.maximum(found, 0))
-    orig_chars = tf.strings.unicode_decode(orig_text, "UTF-8")
-    same_length = (_length(orig_text) - _spaces(orig_text)
-                   == _length(tokenized) - _spaces(tokenized))
+    orig_chars, char_bytes = tf.strings.unicode_decode_with_offsets(orig_text, "UTF-8")
+    chars = orig_chars.row_lengths()
+    same_length = chars - _spaces(orig_text) == _length(tokenized) - _spaces(tokenized)
     aligned = (found >= 0) & (pred_text != "") & same_length
     first_rank = _length(prefix) - _spaces(prefix)
     last_rank = first_rank + _length(pred_text) - _spaces(pred_text) - 1
     # Each character's position, among the non-spaces only.
-    non_spaces = tf.ragged.boolean_mask(tf.ragged.range(orig_chars.row_lengths()),
-                                        orig_chars != ord(" "))
-    non_spaces = non_spaces.to_tensor(0)
-    bound = tf.maximum(tf.shape(non_spaces, out_type=tf.int64)[1] - 1, 0)
-    non_spaces = tf.pad(non_spaces, [[0, 0], [0, 1]])
+    non_spaces = tf.ragged.boolean_mask(tf.ragged.range(chars), orig_chars != ord(" "))
+    first = tf.where(aligned, _at(non_spaces, first_rank), tf.zeros_like(chars))
+    last = tf.where(aligned, _at(non_spaces, last_rank), chars - 1)
+    # Cut by bytes, so that bytes that are not UTF-8 come out as they went in.
+    start_byte = _at(char_bytes, first)
+    end_byte = tf.where(last + 1 < chars, _at(char_bytes, last + 1),
+                        tf.cast(tf.strings.length(orig_text), tf.int64))
+    answer = tf.strings.substr(orig_text, start_byte, tf.maximum(end_byte - start_byte, 0))
+    return tf.where(chars > 0, answer, ""), first, last
 
-    def position(rank: tf.Tensor) -> tf.Tensor:
-        return tf.gather(non_spaces, tf.clip_by_value(rank, 0, bound), batch_dims=1)
 
-    first = tf.where(aligned, position(first_rank), tf.zeros_like(first_rank))
-    last = tf.where(aligned, position(last_rank), orig_chars.row_lengths() - 1)
-    each = tf.ragged.range(orig_chars.row_lengths())
-    kept = (each >= first[:, None]) & (each <= last[:, None])
-    answer = tf.strings.unicode_encode(tf.ragged.boolean_mask(orig_chars, kept), "UTF-8")
-    return answer, first, last
+def _at(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
+    """rows[row, index[row]] for each row, `index` clipped to the row's entries (0 if none)."""
+    table = tf.pad(rows.to_tensor(0), [[0, 0], [0, 1]])
+    last = tf.maximum(rows.row_lengths() - 1, 0)
+    return tf.gather(table, tf.clip_by_value(index, 0, last), batch_dims=1)
 
 
 def _length(texts: tf.Tensor) -> tf.Tensor:

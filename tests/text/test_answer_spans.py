@@ -45,6 +45,10 @@ class FinalTextTest(tf.test.TestCase, parameterized.TestCase):
         empty = answer_spans.final_texts(tf.constant([], tf.string), tf.constant([], tf.string),
                                          lower)
         self.assertEqual(empty[0].shape, (0,))
+        # Bytes that are not UTF-8 (no Python text holds them) come out as they went in.
+        answers, _, _ = answer_spans.final_texts(tf.constant(["zz"]),
+                                                 tf.constant([b"ab\xff cd"]), lower)
+        self.assertEqual(answers.numpy().tolist(), [b"ab\xff cd"])
 
     def test_pieces_text_undoes_the_wordpiece_joins(self):
         pieces = ["un", "##believ", "##able", "film", "!"]
