@@ -117,3 +117,28 @@ def _range(minimum: float | None, maximum: float | None, above: bool, below: boo
     if maximum is not None:
         return f"a finite number {'<' if below else '<='} {maximum:g}"
     return "a finite number"
+
+
+def check_positive(name: str, value: Any) -> Any:
+    """`value` as given, if it is a finite number > 0: a size, rate or count of 0 trains nothing.
+
+    For a count that must also be whole, `check_integer` is the stricter check.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+    """
+    check_number(name, value, 0, above=True)
+    return value
+
+
+def check_non_negative(name: str, value: Any) -> Any:
+    """`value` as given, if it is a finite number >= 0 (NaN and infinity fail: a float flag
+    parses "nan" and "inf").
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+    """
+    check_number(name, value, 0)
+    return value

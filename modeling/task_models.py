@@ -103,13 +103,8 @@ class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
         self.keep_settings(config=config, causal=causal)
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if preprocessor is not None and \
-                preprocessor.sequence_length > config.max_position_embeddings:
-            raise ValueError(
-                f"the preprocessor's sequence_length={preprocessor.sequence_length} exceeds the "
-                f"encoder's max_position_embeddings={config.max_position_embeddings}: positions "
-                "past it have no embedding; give a sequence_length <= "
-                f"{config.max_position_embeddings}")
+        if preprocessor is not None:
+            config.check_sequence_length(preprocessor.sequence_length)
         self.preprocessor = preprocessor
         self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)

@@ -22,7 +22,7 @@ from data_prep.pretraining.local import create_pretraining_data
 from training.input_pipeline import pretraining_feature_spec
 from tests.data_prep.synthetic_corpus import (CLS, SEP, VOCAB, make_corpus, settings_for,
                                               write_corpus)
-from tests.fixtures import REPO, launched
+from tests.fixtures import REPO, TestCase, launched
 
 pytestmark = pytest.mark.slow
 
@@ -49,14 +49,11 @@ def cli_flags_of_settings_for(corpus, output, **changes) -> list[str]:
     return [f"--{name}={value}" for name, value in flags.items()]
 
 
-class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
 
     def _corpus(self) -> tuple[Path, tuple[Path, Path]]:
         """A fresh folder and the synthetic corpus in it (its `in/` and `vocab.txt`)."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         return tmp_path, make_corpus(tmp_path)
 
     def test_records_shards_and_report(self):
@@ -243,7 +240,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
                          expected)
 
     def test_ctrl_c_to_the_process_group_ends_in_one_line_and_the_rerun_finishes(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         folder = tmp_path / "in"
         folder.mkdir()
         write_corpus(folder / "big.txt", 12000, seed=3)
@@ -330,7 +327,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         self.enter_context(mock.patch.object(shards_lib, "_BLOCK_BYTES", 7))
         text = ("one two\r\nthree\r\n\r\n \u3000\t\nfour\n\xa0\n\u4e00\u4e8c\n\n\n\x1c\n"
                 "five six seven\nlast")
-        path = self._tmp_path() / "c.txt"
+        path = self.tmp_path() / "c.txt"
         path.write_bytes(text.encode("utf-8"))
         index = shards_lib.index_corpus([str(path)], documents_per_chunk=2)
         self.assertEqual([chunk.documents for chunk in index.chunks], [2, 2])
@@ -348,7 +345,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
             def unsupported(*args):
                 raise OSError(18, "Invalid cross-device link")
             self.enter_context(mock.patch.object(os, "copy_file_range", unsupported))
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         source, target = tmp_path / "staged", tmp_path / "shard"
         payload = bytes(random.Random(0).getrandbits(8) for _ in range(300_000))
         source.write_bytes(payload)

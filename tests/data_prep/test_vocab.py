@@ -1,12 +1,12 @@
 """WordPiece vocabulary learning: Google's layout, size limits, errors, real use."""
 
 import os
-from pathlib import Path
 from unittest import mock
 
 import tensorflow as tf
 
 from data_prep import vocab
+from tests.fixtures import TestCase
 
 STEMS = ["play", "walk", "talk", "jump", "look", "cook", "work", "help", "kick", "pick"]
 COUNTS = {stem + suffix: 3 for stem in STEMS for suffix in ("", "ing", "ed", "s")}
@@ -14,7 +14,7 @@ COUNTS.update({"the": 500, "zebra": 1})
 CHARS = sorted(set("".join(COUNTS)))
 
 
-class VocabTest(tf.test.TestCase):
+class VocabTest(TestCase):
 
     def test_reserved_layout_matches_google_uncased(self):
         reserved = vocab.reserved_tokens(994)
@@ -62,7 +62,7 @@ class VocabTest(tf.test.TestCase):
             vocab.learn_vocabulary({}, vocab_size=2000)
 
     def test_write_vocab_is_atomic(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = tmp_path / "vocab.txt"
         vocab.write_vocab(["[PAD]", "a", "##b"], str(path))
         self.assertEqual(path.read_text(), "[PAD]\na\n##b\n")
@@ -74,12 +74,12 @@ class VocabTest(tf.test.TestCase):
         self.assertEqual(os.listdir(tmp_path), ["vocab.txt"])
 
     def test_unwritable_output_is_named(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(OSError, "--output_file .*missing"):
             vocab.write_vocab(["x"], str(tmp_path / "missing" / "vocab.txt"))
 
     def test_input_globs_must_each_match(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         (tmp_path / "a.txt").write_text("x\n")
         (tmp_path / "b.txt").write_text("y\n")
         files = vocab.expand_input_patterns(f"{tmp_path}/*.txt, {tmp_path}/a.txt")
