@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
+from core.arguments import FieldMessage
 from modeling.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,11 +123,16 @@ def run_main(script: str, arguments: Mapping[str, object]) -> None:
 
     For runs that must be refused: the error its entry point would print as
     `script: error: ...` (exit status 1) is raised here, without the cost of
-    a new process. Arguments that are None are left out.
+    a new process, its message as the edge writes it (the runner's flags as
+    `--flag`). Arguments that are None are left out.
     """
     module = importlib.import_module(script.removesuffix(".py"))
     values = flags.FlagValues()
     module.define_flags(values)
     values([script, *(f"--{key}={value}" for key, value in arguments.items()
                       if value is not None)])
-    module.main([script], values)
+    try:
+        module.main([script], values)
+    except FieldMessage as error:
+        error.args = (error.render(values),)
+        raise
