@@ -133,6 +133,7 @@ def run_main(script: str, arguments: Mapping[str, object]) -> None:
                       if value is not None)])
     try:
         module.main([script], values)
-    except FieldMessage as error:
-        error.args = (error.render(values),)
+    except Exception as error:  # FieldMessage is a mixin: caught through the exception
+        if isinstance(error, FieldMessage):
+            error.args = (error.render(values),)
         raise
