@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
-from core.arguments import FieldError
+from core.arguments import FieldMessage
 from modeling.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,7 +131,8 @@ def run_main(script: str, arguments: Mapping[str, object]) -> None:
 
     For runs that must be refused: the error its entry point would print as
     `script: error: ...` (exit status 1) is raised here, without the cost of
-    a new process. Arguments that are None are left out.
+    a new process, its message as the edge writes it (the runner's flags as
+    `--flag`). Arguments that are None are left out.
     """
     module = importlib.import_module(script.removesuffix(".py"))
     values = flags.FlagValues()
@@ -140,5 +141,7 @@ def run_main(script: str, arguments: Mapping[str, object]) -> None:
                       if value is not None)])
     try:
         module.main([script], values)
-    except FieldError as error:  # as the command line shows it: its fields as --flags
-        raise ValueError(error.render(values)) from error
+    except Exception as error:  # FieldMessage is a mixin: caught through the exception
+        if isinstance(error, FieldMessage):
+            error.args = (error.render(values),)
+        raise

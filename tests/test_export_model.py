@@ -171,5 +171,6 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertNotIn("Traceback", limited.stderr)
         self.assertRegex(limited.stderr.strip().splitlines()[-1],
                          rf"^export_model\.py: error: cannot write {re.escape(out)}/{file}: the "
-                         r"file would exceed this process' file-size limit \(ulimit -f\); ")
+                         r"file would exceed this process' file-size limit \(ulimit -f\); make "
+                         r"room \(or raise the limit\), then rerun the same command\Z")
         self.assertEqual(os.listdir(work), [])

@@ -227,7 +227,7 @@ class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
         self.assertNotIn("Traceback", limited.stderr)
         self.assertRegex(
             limited.stderr.strip().splitlines()[-1],
-            rf"^create_pretraining_data: error: cannot write {re.escape(str(output.parent))}/\S+: "
+            rf"^python -m data_prep.create_pretraining_data: error: cannot write {re.escape(str(output.parent))}/\S+: "
             r"the file would exceed this process' file-size limit \(ulimit -f\); complete shards "
             r"are kept; make room \(or raise the limit\), then rerun the same command to "
             r"resume\Z")
@@ -271,8 +271,8 @@ class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
         self.assertNotIn("Traceback", stderr)
         self.assertNotIn("wrote", stderr)
         self.assertEqual(stderr.strip().splitlines()[-1], (
-            "create_pretraining_data: interrupted (SIGINT); complete shards are kept; rerun the "
-            "same command to resume"))
+            "python -m data_prep.create_pretraining_data: interrupted (SIGINT); complete shards "
+            "are kept; rerun the same command to resume"))
         self.assertEmpty([path for path in output.parent.iterdir()
                           if path.name.endswith(".partial")])
 
@@ -314,7 +314,7 @@ class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
         summary = create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"),
                                           log)
         self.assertEqual(summary.long_lines, 2)
-        self.assertIn("warning: 2 line(s) hold over 320 tokens (10 x --max_seq_length); a line "
+        self.assertIn("warning: 2 line(s) hold over 320 tokens (10 x max_seq_length); a line "
                       "is one sentence", log.getvalue())
         (folder / "e.txt").write_text(" ".join(words.split()[:320]) + "\n", encoding="utf-8")
         log = io.StringIO()

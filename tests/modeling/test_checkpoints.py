@@ -185,7 +185,7 @@ class CheckpointFormatsTest(TestCase, parameterized.TestCase):
         self.assertIn("left as initialized", report.summary())
         # All blocks: the pooler comes too; more blocks than the model has is refused.
         self.assertEmpty(load_weights(BertEncoder(config), path, 2).held_back)
-        with self.assertRaisesRegex(ValueError, "--transfer_layers=3, but the model has 2"):
+        with self.assertRaisesRegex(ValueError, "^transfer_layers=3, but the model has 2"):
             load_weights(BertEncoder(config), path, 3)
 
     def test_huggingface_export_round_trip(self):
@@ -205,14 +205,17 @@ class CheckpointFormatsTest(TestCase, parameterized.TestCase):
                                r"checkpoint;")),
         ({"hidden_size": 64, "num_attention_heads": 2},
          (r"word_embeddings has shape \[99, 32\], the model expects \[99, 64\]: hidden_size=64 "
-          r"in the config, 32 in the checkpoint; does --bert_config_file describe it\?$")),
+          r"in the config, 32 in the checkpoint; does bert_config_file describe it\?$")),
         ({"intermediate_size": 48}, (r"intermediate/dense/kernel has shape \[32, \d+\], the "
                                      r"model expects \[32, 48\]; .*intermediate_size")),
     )
     def test_shape_mismatch_names_tensor_both_shapes_and_the_config_field(self, change, message):
         config = BertConfig.from_json_file(TINY / "config.json").replace(**change)
-        with self.assertRaisesRegex(CheckpointError, message):
+        with self.assertRaisesRegex(CheckpointError, message) as raised:
             load_weights(BertEncoder(config), TINY)
+        # A command line whose flag gives the config names it as the flag.
+        self.assertIn("does --bert_config_file describe",
+                      raised.exception.render({"bert_config_file"}))
 
     @parameterized.parameters(
         ("missing", "not a checkpoint"),

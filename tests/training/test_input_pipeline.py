@@ -166,7 +166,8 @@ class InputPipelineTest(TestCase, parameterized.TestCase):
         tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 2)
         with self.assertRaisesRegex(ValueError, r"'input_ids' has length 16, expected 32.*"
-                                                r"--max_seq_length"):
+                                                r"\(check max_seq_length and "
+                                                r"max_predictions_per_seq against the data\)$"):
             pretraining_dataset(str(tmp_path / "*"), 2, 32, PREDS, True)
 
     def test_parse_fixed_features_on_one_record_or_a_batch(self):
