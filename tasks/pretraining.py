@@ -19,14 +19,14 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic
+from core.arguments import check_non_negative, check_positive
 from evaluation.results import write_eval_results
 from modeling.checkpoints import export_google_checkpoint, load_weights
 from modeling.pretrainer import OBJECTIVES, BertPretrainer
 from tasks.contract import TaskResult
 from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_model_files
 from training import loop
-from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
-                              check_positive, check_weights_to_evaluate)
+from training.configs import OptimizationConfig, TrainingConfig, check_weights_to_evaluate
 from training.input_pipeline import (list_files, naming_corrupt_records,
                                      naming_out_of_vocabulary_ids, pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
@@ -61,7 +61,7 @@ def check(task: PretrainingTask, model_files: ModelFiles, training: TrainingConf
     if task.max_predictions_per_seq > training.max_seq_length:
         raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
     if task.do_eval:
-        check_weights_to_evaluate("--do_eval", task.do_train, model_files.init_checkpoint,
+        check_weights_to_evaluate(("do_eval",), task.do_train, model_files.init_checkpoint,
                                   training.output_dir)
 
 

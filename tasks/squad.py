@@ -16,6 +16,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from core.arguments import check_non_negative, check_positive
 from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
                                                features_to_arrays)
@@ -27,8 +28,7 @@ from tasks.model_files import ResolvedModel
 from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from training import finetuning
-from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
-                              check_positive)
+from training.configs import OptimizationConfig, TrainingConfig
 
 _LOGGED_WINDOWS = 20
 

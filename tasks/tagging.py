@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core.arguments import check_non_negative, check_positive
 from core.record_schema import ENCODER_INPUTS
 from data_prep.datasets.conll import (build_windows, check_entity_tags, detect_scheme, label_list,
                                       predictions_to_tags, read_conll, windows_to_arrays,
@@ -42,8 +43,7 @@ from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, ModelFiles, ModelNee
                                ResolvedModel)
 from tasks.serving_tagging import export_tagger
 from training import finetuning
-from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
-                              check_positive)
+from training.configs import OptimizationConfig, TrainingConfig
 
 SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
 # The BiLSTM trains from scratch: the fine-tuning default rate is far too low for it.

@@ -140,7 +140,7 @@ class Trainer:
                                      if newest else "no checkpoint was saved yet")
         if newest:
             restore_checkpoint(self._restorable_checkpoint(newest), newest, self.checkpoint_dir,
-                               "pass a new --output_dir")
+                               "pass another folder")
         self._restore_step_taken = True
         self._restored_from = newest
         return newest

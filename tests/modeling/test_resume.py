@@ -16,7 +16,7 @@ from core.framework import CHECKPOINT_SAVE_STEPS
 from core.run_folder import FolderOwned
 from modeling import BertClassifier, TrainingDiverged
 from modeling.example_order import ExampleOrder
-from tests.fixtures import REPO, class_folder
+from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot", "the film is great",
@@ -44,12 +44,12 @@ def state(model: keras.Model) -> list[np.ndarray]:
     return [np.array(v) for v in (*model.variables, *model.optimizer.variables)]
 
 
-class FitResumeTest(tf.test.TestCase):
+class FitResumeTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(class_folder(cls))
+        cls.folder = tiny_folder(cls.class_folder())
         cls.uninterrupted = state(cls._fit(cls._model()))
 
     @classmethod
@@ -85,7 +85,7 @@ class FitResumeTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_killed_inside_an_epoch_then_rerun_ends_bit_identical(self):
-        resume_dir = self.create_tempdir().full_path
+        resume_dir = str(self.tmp_path())
         self._killed(resume_dir, at=9)  # saved at steps 2, 4, 5 (epoch end), 7; killed at 9
         self.assertEqual(tf.train.latest_checkpoint(resume_dir),
                          os.path.join(resume_dir, "ckpt-7"))
@@ -97,7 +97,7 @@ class FitResumeTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_a_kill_inside_a_save_leaves_the_previous_checkpoint(self):
-        resume_dir = self.create_tempdir().full_path
+        resume_dir = str(self.tmp_path())
         owner, name = CHECKPOINT_SAVE_STEPS["index"]
         update = getattr(owner, name)
 
@@ -123,7 +123,7 @@ class FitResumeTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_another_call_or_input_is_refused(self):
-        resume_dir = self.create_tempdir().full_path
+        resume_dir = str(self.tmp_path())
         self._killed(resume_dir, at=3)  # saved at step 2
         with self.assertRaisesRegex(FolderOwned, "batch_size=2.*batch_size=3"):
             self._model().fit(TEXTS, LABELS, **{**CALL, "batch_size": 3},
@@ -144,7 +144,7 @@ class FitResumeTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_a_diverged_fit_saves_nothing_from_its_bad_step(self):
-        resume_dir = self.create_tempdir().full_path
+        resume_dir = str(self.tmp_path())
         model = self._model()
         model.compile(optimizer=keras.optimizers.SGD(1e38))
         with self.assertRaises(TrainingDiverged) as caught:
@@ -177,7 +177,7 @@ class FitResumeTest(tf.test.TestCase):
             model.fit(texts, labels, **call, **extra, callbacks=[Kill()])
             np.savez(out, *[np.array(v) for v in model.variables])
         """)
-        root = self.create_tempdir().full_path
+        root = str(self.tmp_path())
         environment = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
         data = json.dumps([TEXTS, LABELS, CALL])
 
@@ -201,7 +201,7 @@ class FitResumeTest(tf.test.TestCase):
             self.assertAllEqual(expected[key], actual[key])
 
 
-class ExampleOrderTest(tf.test.TestCase):
+class ExampleOrderTest(TestCase):
 
     def test_each_batch_depends_on_the_seed_and_its_position_only(self):
         words = tf.ragged.constant([[row] * (row + 1) for row in range(5)])

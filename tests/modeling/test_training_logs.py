@@ -8,17 +8,17 @@ import tensorflow as tf
 
 from modeling import BertClassifier
 from modeling.optimization import WarmupLinearDecay
-from tests.fixtures import class_folder, event_scalars
+from tests.fixtures import TestCase, event_scalars
 from tests.modeling.test_resume import LABELS, TEXTS, KillAt
 from tests.modeling.tiny_folder import tiny_folder
 
 
-class FitLogsTest(tf.test.TestCase):
+class FitLogsTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(class_folder(cls))
+        cls.folder = tiny_folder(cls.class_folder())
 
     def _model(self) -> BertClassifier:
         keras.utils.set_random_seed(0)
@@ -28,7 +28,7 @@ class FitLogsTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_loss_and_learning_rate_every_log_freq_steps_and_validation_each_epoch(self):
-        log_dir = self.create_tempdir().full_path
+        log_dir = str(self.tmp_path())
         # 9 examples in batches of 2: 5 steps an epoch, 10 in all, 1 of warm-up.
         self._model().fit(TEXTS, LABELS, batch_size=2, epochs=2, verbose=0, log_dir=log_dir,
                           log_freq=3, validation_data=(TEXTS[:4], LABELS[:4]))
@@ -45,7 +45,7 @@ class FitLogsTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_a_resumed_fit_continues_its_curves(self):
-        root = self.create_tempdir().full_path
+        root = str(self.tmp_path())
         log_dir, resume_dir = os.path.join(root, "logs"), os.path.join(root, "resume")
         call = {"batch_size": 2, "epochs": 2, "verbose": 0, "log_dir": log_dir, "log_freq": 3,
                 "resume_dir": resume_dir}
