@@ -12,7 +12,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import check_integer, is_number
+from core.arguments import FieldError, check_integer, is_number
 from modeling.labels import as_list
 
 DEFAULT_BATCH_SIZE = 32  # Keras' own default for arrays
@@ -129,13 +129,34 @@ def epoch_steps(x, batch_size: int | None, steps_per_epoch: int | None,
 
 
 def folder_argument(name: str, value) -> str | None:
-    """An optional folder argument as a str; None stays None."""
+    """An optional folder argument as a str; None stays None.
+
+    A path that is a file, or lies under one, is refused here: the folder is
+    created only once training starts, and `os.makedirs`' "File exists"
+    would name neither the argument nor the file.
+    """
     if value is None:
         return None
-    if isinstance(value, (str, os.PathLike)) and os.fspath(value):
-        return os.fspath(value)
-    raise ValueError(f"{name} must be a folder path (a non-empty str or os.PathLike), got "
-                     f"{value!r}")
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise FieldError(f"{{{name}}} must be a folder path (a non-empty str or os.PathLike), "
+                         "got {0!r}", value)
+    path = os.fspath(value)
+    blocking = next((place for place in (path, *_parents(path))
+                     if os.path.exists(place) and not os.path.isdir(place)), None)
+    if blocking is not None:
+        where = "is a file" if blocking == path else "lies under {1!r}, which is a file"
+        raise FieldError(f"{{{name}}}={{0!r}} {where}; pass a folder path (it is created if "
+                         "missing)", path, blocking)
+    return path
+
+
+def _parents(path: str) -> list[str]:
+    """The folders above `path`, nearest first."""
+    parents, current = [], os.path.dirname(os.path.abspath(path))
+    while current not in parents:
+        parents.append(current)
+        current = os.path.dirname(current)
+    return parents
 
 
 def kind(x) -> str:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -141,6 +142,24 @@ class FitResumeTest(TestCase):
                 self._model().fit(TEXTS, LABELS, **{argument: value})
         with self.assertRaisesRegex(ValueError, "^save_freq must be a positive integer"):
             self._model().fit(TEXTS, LABELS, resume_dir=resume_dir, save_freq=0)
+
+    def test_a_file_is_refused_as_a_folder_before_training(self):
+        root = self.tmp_path()
+        taken = root / "notes.txt"
+        taken.write_text("kept")
+        model = self._model()
+        before = state(model)
+        for argument, path, message in (
+                ("resume_dir", taken, f"resume_dir='{taken}' is a file; pass a folder path"),
+                ("resume_dir", taken / "run", f"resume_dir='{taken / 'run'}' lies under "
+                                              f"'{taken}', which is a file; pass a folder"),
+                ("log_dir", taken, f"log_dir='{taken}' is a file; pass a folder path")):
+            with self.subTest(argument=argument, path=path), \
+                    self.assertRaisesRegex(ValueError, "^" + re.escape(message)):
+                model.fit(TEXTS, LABELS, **CALL, **{argument: path})
+        self.assertSameState(before, model)
+        self.assertEqual(taken.read_text(), "kept")
+        self.assertEqual(os.listdir(root), ["notes.txt"])
 
     @pytest.mark.slow
     def test_a_diverged_fit_saves_nothing_from_its_bad_step(self):

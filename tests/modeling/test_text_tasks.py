@@ -16,6 +16,7 @@ from modeling.optimization import BertAdamW, WarmupLinearDecay
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids
+from training.configs import OptimizationConfig
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot", "the film is great",
          "the plot was dull", "fine acting", "a boring film"]
@@ -81,6 +82,29 @@ class TextClassifierTest(TestCase):
         regression.compile()
         self.assertIsInstance(regression.loss, keras.losses.MeanSquaredError)
         self.assertEqual(regression.predict(TEXTS, verbose=0).shape, (8,))
+
+    @pytest.mark.slow
+    def test_fit_plans_the_runners_schedule_for_the_same_run(self):
+        # 8 examples in batches of 2 for 3 epochs, a quarter warming up: the runners'
+        # OptimizationConfig and fit count 12 updates, 3 of warm-up, by the one plan.
+        runner = OptimizationConfig(learning_rate=1e-3, num_train_epochs=3.0,
+                                    warmup_proportion=0.25)
+        updates, warmup = runner.schedule(len(TEXTS), 2)
+        self.assertEqual((updates, warmup), (12, 3))
+        schedule = WarmupLinearDecay(runner.learning_rate, updates, warmup)  # as the runners
+
+        class RatePerStep(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                rates.append(float(self.model.optimizer.learning_rate))
+
+        rates = []
+        model = self._classifier()
+        model.compile(learning_rate=1e-3, warmup_proportion=0.25)
+        model.fit(TEXTS, LABELS, batch_size=2, epochs=3, verbose=0, callbacks=[RatePerStep()])
+        self.assertEqual(int(model.optimizer.iterations), updates)
+        self.assertEqual(rates, [float(schedule(step)) for step in range(updates)])
+        self.assertGreater(rates[warmup], rates[0])  # it warms up, then decays
+        self.assertGreater(rates[warmup], rates[-1])
 
     @pytest.mark.slow
     def test_pairs_and_packed_inputs_both_train(self):
