@@ -132,6 +132,15 @@ class FitResumeTest(TestCase):
         with self.assertRaisesRegex(FolderOwned, "examples_sha256="):
             self._model().fit(TEXTS, [1 - label for label in LABELS], **CALL,
                               resume_dir=resume_dir)
+        keras.utils.set_random_seed(0)
+        other_head = BertClassifier.from_pretrained(self.folder, num_labels=3,
+                                                    sequence_length=16)
+        other_head.compile(learning_rate=1e-3)
+        with self.assertRaisesRegex(ValueError, f"^resume_dir={re.escape(resume_dir)} holds "
+                                    f"{re.escape(os.path.join(resume_dir, 'ckpt-2'))}, which "
+                                    "does not fit this model and optimizer .*; pass another "
+                                    "resume_dir, or delete that folder to start over$"):
+            other_head.fit(TEXTS, LABELS, **CALL, resume_dir=resume_dir)
         self.assertUnlocked(resume_dir)  # after a kill and after refusals
         packed = self._model().preprocessor(TEXTS)
         with self.assertRaisesRegex(ValueError, "^resume_dir needs x as raw text in Python "
