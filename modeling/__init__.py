@@ -9,10 +9,11 @@ from modeling.pretrained import (load_config, load_encoder, load_labels, load_ta
                                  load_tokenizer)
 from modeling.pretrainer import BertPretrainer
 from modeling.tf_hub_export import export_tf_hub
+from modeling.text_embedder import BertTextEmbedder
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
-           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
+           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTextEmbedder", "BertTokenTagger",
            "FeatureTagger", "FitDiverged", "export_tf_hub", "load_config", "load_encoder",
            "load_labels", "load_preprocessor", "load_task_model", "load_tokenizer"]
