@@ -105,7 +105,7 @@ class ExportModelTest(TestCase, parameterized.TestCase):
                             classifier.encoder(INPUTS)["pooled_output"], atol=1e-6, rtol=0)
 
     @parameterized.named_parameters(
-        ("bad_format", "--format=onnx", "--format must be one of google, huggingface, tf_hub, "
+        ("bad_format", "--format=onnx", "--format must be one of google, huggingface, tf_hub, saved_model, embedder, "
                                         "got 'onnx'"),
         ("missing_source", "--source={root}/nowhere", r"nowhere: no config file"),
         ("no_output_dir", "--output_dir=", "--output_dir is required"))
