@@ -59,9 +59,15 @@ class ExportSource:
                               encoding="utf-8")
 
 
-def source_paths(source: Any) -> list[str]:
-    """The paths `source` reads from (none for a model object), for `check_export_folder`."""
-    return [] if isinstance(source, keras.Model) else [os.fspath(source)]
+def source_paths(source: Any, argument: str = "source") -> list[str]:
+    """The paths `source` reads from (none for a model object), for `check_export_folder`.
+
+    Refuses, naming `argument`, a source that is neither a model nor a path.
+    """
+    if isinstance(source, keras.Model):
+        return []
+    check_source(source, argument)
+    return [os.fspath(source)]
 
 
 def export_source(source: Any, do_lower_case: bool | None = None,
