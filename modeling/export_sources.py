@@ -49,12 +49,16 @@ class ExportSource:
         """The tokenizer, reading the vocabulary `write_vocabulary` wrote to `vocab_file`."""
         return FullTokenizer(os.fspath(vocab_file), do_lower_case=self.do_lower_case)
 
-    def write_vocabulary(self, path: str | os.PathLike, need: str) -> None:
-        """Writes `vocab.txt`; `need` says which export requires it, for the refusal."""
+    def require_vocabulary(self, need: str) -> None:
+        """Refuses a model that came without one; `need` names the export that requires it."""
         if self.vocabulary is None:
             raise ValueError(f"{type(self.model).__name__} has no preprocessor, so no "
                              f"vocabulary for {need}: build the model with "
                              "from_pretrained(..., sequence_length=N) before saving it")
+
+    def write_vocabulary(self, path: str | os.PathLike, need: str) -> None:
+        """Writes `vocab.txt`; `need` says which export requires it, for the refusal."""
+        self.require_vocabulary(need)
         Path(path).write_text("".join(f"{token}\n" for token in self.vocabulary),
                               encoding="utf-8")
 

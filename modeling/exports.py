@@ -72,6 +72,7 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
     task_layout = format_name == "huggingface" and has_task_layout(loaded.model)
     if task_layout:
         check_task_layout(loaded.model)
+    loaded.require_vocabulary(f"the {format_name} export")
     with export_folder(output_dir, format_name, source_paths(source),
                        argument="output_dir") as staging:
         loaded.write_vocabulary(os.path.join(staging, "vocab.txt"), f"the {format_name} export")

@@ -75,6 +75,7 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
                          "give an embedder, its .keras file, or a model folder")
     write = _serving_export(model)
     length = _sequence_length(model, loaded, sequence_length)
+    loaded.require_vocabulary("a SavedModel on raw text")
     with tempfile.TemporaryDirectory() as scratch, export_folder(
             output_dir, format_name, source_paths(source), argument="output_dir") as staging:
         vocab_file = os.path.join(scratch, "vocab.txt")
