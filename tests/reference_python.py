@@ -40,3 +40,13 @@ def run_reference(python: str, script: str, *arguments: str) -> object:
     if result.returncode:
         raise AssertionError(result.stderr[-3000:])
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def minilm_or_skip(test_case) -> Path:
+    """The real MiniLM's folder (fetched into the cache on first use), or the test skipped."""
+    from data_prep.corpora.assets import minilm_dir
+
+    try:
+        return minilm_dir()
+    except RuntimeError as error:
+        test_case.skipTest(f"the real MiniLM is not in the cache and cannot be fetched: {error}")

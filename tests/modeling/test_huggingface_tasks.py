@@ -12,7 +12,8 @@ from modeling.exports import export_model
 from modeling.huggingface_tasks import export_huggingface_task
 from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
-from tests.reference_python import NO_REFERENCE, reference_python, run_reference
+from tests.reference_python import (NO_REFERENCE, minilm_or_skip, reference_python,
+                                    run_reference)
 
 TEXTS = ["john lives in paris .", "the cat sat on the mat , who was there ?"]
 # Loads each exported folder with its transformers class; prints the logits.
@@ -103,12 +104,7 @@ class HuggingFaceTaskLayoutTest(TestCase):
 
     @pytest.mark.assets
     def test_on_the_real_minilm(self):
-        from data_prep.corpora.assets import minilm_dir
-
-        try:
-            folder = minilm_dir()
-        except RuntimeError as error:
-            self.skipTest(f"the real MiniLM is not in the cache and cannot be fetched: {error}")
+        folder = minilm_or_skip(self)
         self._check_against_transformers(folder, 32)
 
     def test_models_no_bert_class_computes_are_refused(self):

@@ -14,6 +14,7 @@ from modeling.config import ConfigError
 from modeling.text_embedder import BertTextEmbedder, cosine_similarity
 from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import tiny_folder
+from tests.reference_python import minilm_or_skip
 
 TEXTS = ["the film was dull", "a great cat sat on the mat , the plot is fine", "who ?", ""]
 MINILM_GOLDEN = GOLDEN / "minilm_sentence_embeddings.npz"
@@ -185,12 +186,7 @@ class RealMiniLMEmbedderTest(TestCase):
     """Against sentence-transformers 6.2's own vectors (tools/record_sentence_embeddings.py)."""
 
     def test_vectors_equal_sentence_transformers(self):
-        from data_prep.corpora.assets import minilm_dir
-
-        try:
-            folder = minilm_dir()
-        except RuntimeError as error:
-            self.skipTest(f"the real MiniLM is not in the cache and cannot be fetched: {error}")
+        folder = minilm_or_skip(self)
         golden = np.load(MINILM_GOLDEN)
         texts = json.loads(str(golden["texts"]))
         embedder = BertTextEmbedder.from_pretrained(folder)

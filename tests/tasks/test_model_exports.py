@@ -13,6 +13,7 @@ from tasks.model_exports import export_model
 from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.test_text_embedder import sentence_transformers_folder
 from tests.modeling.tiny_folder import tiny_folder
+from tests.reference_python import minilm_or_skip
 
 TEXTS = ["a great film", "the plot was dull , boring", "who ?"]
 SENTENCES = [["john", "lives", "in", "paris"], ["the", "cat", "sat"]]
@@ -58,12 +59,7 @@ class RawTextSavedModelsTest(TestCase):
 
     @pytest.mark.assets
     def test_the_real_minilm_embedder_serves_sentence_transformers_vectors(self):
-        from data_prep.corpora.assets import minilm_dir
-
-        try:
-            folder = minilm_dir()
-        except RuntimeError as error:
-            self.skipTest(f"the real MiniLM is not in the cache and cannot be fetched: {error}")
+        folder = minilm_or_skip(self)
         golden = np.load(GOLDEN / "minilm_sentence_embeddings.npz")
         out = self.tmp_path() / "minilm"
         export_model(folder, out, "embedder")
