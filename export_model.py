@@ -5,18 +5,23 @@
 
 `--source` is anything the library loads: a Google release folder, a
 Hugging Face folder, this project's pre-training or fine-tuning
-`--output_dir`. `--format`:
+`--output_dir`, or a `.keras` file a model was saved to from Python. `--format`:
 
 - `google`: `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*`, for the
   original repository's `--init_checkpoint`;
 - `huggingface`: `config.json`, `model.safetensors`, `vocab.txt`,
   `tokenizer_config.json`, for `transformers`' `from_pretrained`;
 - `tf_hub`: `preprocess/` and `encoder/` SavedModels in TF Hub's BERT
-  interface; load the preprocessor after `import tensorflow_text`.
+  interface; load the preprocessor after `import tensorflow_text`;
+- `saved_model`: a fine-tuned model's SavedModel on raw text (a classifier's
+  probabilities, a tagger's tags, a span model's answers, an embedder's vectors);
+- `embedder`: a sentence embedder's SavedModel (`serving_default(text)` ->
+  `embedding`), pooled as the source's sentence-transformers files say.
 
 The Google and Hugging Face layouts hold the pre-trained network (with its
-masked-LM and next-sentence heads when the source has them); fine-tuned
-heads are listed in the log and left out.
+masked-LM and next-sentence heads when the source has them); a fine-tuned
+classifier, tagger or span model goes to Hugging Face as its `BertFor...`
+class with its labels, and to Google's layout with its head.
 
 `--output_dir` must be a new or empty folder, or one an earlier export of
 the same `--format` wrote (its `export_owner.json` says so); that one is
@@ -33,7 +38,7 @@ from absl import flags, logging
 
 from core import program
 from core.export_folder import check_export_folder
-from modeling.exports import FORMATS, export_model
+from tasks.model_exports import FORMATS, export_model
 
 FLAGS = flags.FLAGS
 
@@ -42,13 +47,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Called only when the file runs as a script, so that importing it (tests,
     notebooks) registers nothing in absl's global registry."""
     into = {"flag_values": flag_values}
-    flags.DEFINE_string("source", None, "The model: a Google, Hugging Face or own folder.",
+    flags.DEFINE_string("source", None, "The model: a Google, Hugging Face or own folder, or "
+                        "a .keras file.",
                         **into)
     flags.DEFINE_string("format", None, f"Layout to write: {', '.join(FORMATS)}.", **into)
     flags.DEFINE_string("output_dir", None, "Folder to write: new, empty, or an earlier export "
                         "of the same --format (replaced whole).", **into)
-    flags.DEFINE_integer("sequence_length", 128, "tf_hub: positions the preprocessor pads to "
-                         "(its bert_pack_inputs takes a length of its own).", **into)
+    flags.DEFINE_integer("sequence_length", None, "tf_hub, saved_model, embedder: tokens per "
+                         "text (default: the source's preprocessor's or sentence-transformers "
+                         "window, else 128; tf_hub's bert_pack_inputs takes its own).", **into)
     flags.DEFINE_bool("do_lower_case", None, "Lowercase and strip accents (default: what the "
                       "source's folder implies).", **into)
 

@@ -9,11 +9,12 @@ from modeling.pretrained import (load_config, load_encoder, load_labels, load_ta
                                  load_tokenizer)
 from modeling.pretrainer import BertPretrainer
 from modeling.tf_hub_export import export_tf_hub
+from modeling.text_embedder import BertTextEmbedder
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
-           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
-           "FeatureTagger", "FitDiverged", "TrainingDiverged", "export_tf_hub", "load_config",
-           "load_encoder", "load_labels", "load_preprocessor", "load_task_model",
-           "load_tokenizer"]
+           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTextEmbedder",
+           "BertTokenTagger", "FeatureTagger", "FitDiverged", "TrainingDiverged",
+           "export_tf_hub", "load_config", "load_encoder", "load_labels", "load_preprocessor",
+           "load_task_model", "load_tokenizer"]

@@ -42,12 +42,17 @@ The encoder takes the three int32 inputs, runs in float32, and accepts
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
+import keras
 import tensorflow as tf
 
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
+from modeling.encoder import BertEncoder
+from modeling.export_sources import export_source, source_paths
 from modeling.pretrained import load_config, load_encoder, load_tokenizer
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
@@ -59,32 +64,60 @@ HUB_INPUTS = {"input_word_ids": "input_ids", "input_mask": "input_mask",
 _TEXTS = tf.TensorSpec([None], tf.string)
 
 
-def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
+def export_tf_hub(source: Any, folder: str | os.PathLike,
                   sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
     """Writes `folder/preprocess` and `folder/encoder` for the model in `source`.
 
-    `source` is any folder or checkpoint `load_encoder` takes; its casing
-    comes from the folder unless `do_lower_case` is given. `sequence_length`
-    is what the preprocessor's default signature pads to (`bert_pack_inputs`
-    takes its own). `folder` must be new, empty, or an earlier TF Hub export
-    (`core.export_folder`: it is then replaced whole); it appears whole or
-    not at all. Every argument is checked before the weights are loaded.
+    Args:
+      source: any folder or checkpoint `load_encoder` takes, or a model of
+        this project (its encoder is exported, its head left out) or the
+        `.keras` file one was saved to, with its preprocessor
+        (`modeling.export_sources`).
+      folder: new, empty, or an earlier TF Hub export (`core.export_folder`:
+        it is then replaced whole); it appears whole or not at all.
+      sequence_length: what the preprocessor's default signature pads to
+        (`bert_pack_inputs` takes its own).
+      do_lower_case: overrides the source's casing.
+
+    Every argument is checked before the weights are loaded.
     """
-    check_export_folder(folder, "tf_hub", [source])
-    config = load_config(source)
-    sequence_length = config.check_sequence_length(sequence_length)
+    check_export_folder(folder, "tf_hub", source_paths(source))
     if do_lower_case is not None and not isinstance(do_lower_case, bool):
         raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
+    if isinstance(source, keras.Model) or (
+            isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".keras")):
+        loaded = export_source(source, do_lower_case)
+        sequence_length = loaded.config.check_sequence_length(sequence_length)
+        with tempfile.TemporaryDirectory() as scratch:  # the vocabulary asset's source file
+            vocab_file = os.path.join(scratch, "vocab.txt")
+            loaded.write_vocabulary(vocab_file, "the TF Hub preprocessor")
+            return _write(folder, source_paths(source), loaded.config,
+                          loaded.tokenizer(vocab_file), _encoder_from(loaded), sequence_length)
+    config = load_config(source)
+    sequence_length = config.check_sequence_length(sequence_length)
     tokenizer = load_tokenizer(source, do_lower_case)
     encoder = load_encoder(source, output_hidden_states=True)
+    return _write(folder, [source], config, tokenizer, encoder, sequence_length)
+
+
+def _write(folder, sources: list, config, tokenizer: FullTokenizer, encoder,
+           sequence_length: int) -> Path:
     preprocess = HubPreprocess(tokenizer, sequence_length, config.max_position_embeddings)
     hub_encoder = HubEncoder(encoder, tokenizer)
-    with export_folder(folder, "tf_hub", [source]) as staging:
+    with export_folder(folder, "tf_hub", sources) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),
                             signatures={"serving_default": preprocess.__call__})
         tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
                             signatures={"serving_default": hub_encoder.serve})
     return Path(folder)
+
+
+def _encoder_from(loaded) -> BertEncoder:
+    """A BertEncoder with every hidden state, holding the source model's encoder weights."""
+    encoder = BertEncoder(loaded.config, output_hidden_states=True)
+    for name, variable in encoder.checkpoint_variables().items():
+        variable.assign(loaded.variables[name])
+    return encoder
 
 
 class HubPreprocess(tf.Module):
