@@ -1,4 +1,4 @@
-"""Exports a BERT model to Google's TF1, Hugging Face's or TF Hub's layout, in one command.
+"""Exports a BERT model in Google's TF1, Hugging Face's or TF Hub's layout, or a classifier for serving.
 
     python export_model.py --source=uncased_L-12_H-768_A-12 --format=tf_hub \
         --output_dir=bert_hub --sequence_length=128
@@ -12,7 +12,16 @@ Hugging Face folder, this project's pre-training or fine-tuning
 - `huggingface`: `config.json`, `model.safetensors`, `vocab.txt`,
   `tokenizer_config.json`, for `transformers`' `from_pretrained`;
 - `tf_hub`: `preprocess/` and `encoder/` SavedModels in TF Hub's BERT
-  interface; load the preprocessor after `import tensorflow_text`.
+  interface; load the preprocessor after `import tensorflow_text`;
+- `saved_model` (a fine-tuned classifier): `raw_text/` (the SavedModel on
+  strings), `preprocess/` (strings -> `input_ids`, `input_mask`,
+  `segment_ids`) and `model/<--serving_version>/`, the SavedModel on those
+  ids in TF Serving's layout: no tensorflow-text needed, compiles with XLA;
+- `tflite` (a fine-tuned classifier): `model.tflite` on the same ids, and
+  `preprocess/`. See `tasks/classifier_export.py`.
+
+`--quantize=int8` quantizes the model before a SavedModel export (`tf_hub`,
+`saved_model`); the other formats refuse it.
 
 The Google and Hugging Face layouts hold the pre-trained network (with its
 masked-LM and next-sentence heads when the source has them); fine-tuned
@@ -33,9 +42,12 @@ from absl import flags, logging
 
 from core import program
 from core.export_folder import check_export_folder
-from modeling.exports import FORMATS, export_model
+from modeling.exports import FORMATS as CHECKPOINT_FORMATS
+from modeling.exports import export_model
+from tasks.classifier_export import CLASSIFIER_FORMATS, export_classifier_folder
 
 FLAGS = flags.FLAGS
+FORMATS = CHECKPOINT_FORMATS + CLASSIFIER_FORMATS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -47,8 +59,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string("format", None, f"Layout to write: {', '.join(FORMATS)}.", **into)
     flags.DEFINE_string("output_dir", None, "Folder to write: new, empty, or an earlier export "
                         "of the same --format (replaced whole).", **into)
-    flags.DEFINE_integer("sequence_length", 128, "tf_hub: positions the preprocessor pads to "
-                         "(its bert_pack_inputs takes a length of its own).", **into)
+    flags.DEFINE_integer("sequence_length", 128, "tf_hub, saved_model, tflite: positions the "
+                         "preprocessor pads to (tf_hub's bert_pack_inputs takes a length of "
+                         "its own).", **into)
+    flags.DEFINE_string("quantize", None, "int8: quantize before a SavedModel export "
+                        "(tf_hub, saved_model).", **into)
+    flags.DEFINE_integer("serving_version", 1, "saved_model: the numeric model's version "
+                         "folder, model/<version>/, as TF Serving reads it.", **into)
     flags.DEFINE_bool("do_lower_case", None, "Lowercase and strip accents (default: what the "
                       "source's folder implies).", **into)
 
@@ -61,10 +78,18 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
             raise ValueError(f"--{name} is required")
     if values.format not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {values.format!r}")
+    if values["serving_version"].present and values.format != "saved_model":
+        raise ValueError(f"--serving_version applies to --format=saved_model, not "
+                         f"--format={values.format}")
     check_export_folder(values.output_dir, values.format, [values.source],
                         argument="--output_dir")
-    path = export_model(values.source, values.output_dir, values.format,
-                        values.sequence_length, values.do_lower_case)
+    if values.format in CLASSIFIER_FORMATS:
+        path = export_classifier_folder(values.source, values.output_dir, values.format,
+                                        values.sequence_length, values.do_lower_case,
+                                        values.quantize, values.serving_version)
+    else:
+        path = export_model(values.source, values.output_dir, values.format,
+                            values.sequence_length, values.do_lower_case, values.quantize)
     logging.info("Wrote %s (%s)", path, values.format)
     print(path)
 

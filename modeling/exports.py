@@ -35,27 +35,32 @@ from core.export_folder import check_export_folder, export_folder
 from modeling.checkpoints import export_google_checkpoint, export_huggingface, load_weights
 from modeling.pretrained import load_config, load_tokenizer
 from modeling.pretrainer import BertPretrainer
+from modeling.quantization import check_quantize
 from modeling.tf_hub_export import export_tf_hub
 
 FORMATS = ("google", "huggingface", "tf_hub")
 
 
 def export_model(source: str | os.PathLike, output_dir: str | os.PathLike, format_name: str,
-                 sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
+                 sequence_length: int = 128, do_lower_case: bool | None = None,
+                 quantize: str | None = None) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
     `output_dir` must be new, empty, or an earlier export of the same format
     (see the module). `do_lower_case` overrides the casing read from the
     source; it decides the TF Hub preprocessor's tokenizer and Hugging
     Face's `tokenizer_config.json`. `sequence_length` is the TF Hub
-    preprocessor's.
+    preprocessor's. `quantize="int8"` quantizes the TF Hub encoder
+    (`model.quantize`); the other formats write float checkpoints.
     """
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
                          f"got {format_name!r}")
+    check_quantize(quantize, format_name, None if format_name == "tf_hub" else
+                   "a float checkpoint (int8 weights have no place in it)")
     check_export_folder(output_dir, format_name, [source], argument="output_dir")
     if format_name == "tf_hub":
-        return export_tf_hub(source, output_dir, sequence_length, do_lower_case)
+        return export_tf_hub(source, output_dir, sequence_length, do_lower_case, quantize)
     config = load_config(source)
     tokenizer = load_tokenizer(source, do_lower_case)
     model = BertPretrainer(config)

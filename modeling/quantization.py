@@ -22,6 +22,7 @@ import gc
 
 import keras
 
+from core.arguments import FieldError
 from core.framework import all_layers, unwrap_quantize
 from modeling.layers import int8
 
@@ -31,6 +32,11 @@ _CONFIG_KEY = "quantization_mode"
 def quantizable_layers(model: keras.Layer) -> list[keras.Layer]:
     """The layers under `model` that have an int8 form here, in Keras' order."""
     return [layer for layer in all_layers(model) if isinstance(layer, int8.Quantizable)]
+
+
+def is_quantized(model: keras.Layer) -> bool:
+    """Whether any projection under `model` is quantized (a call with training=True is refused)."""
+    return any(layer.quantization_mode is not None for layer in quantizable_layers(model))
 
 
 class QuantizableModel:
@@ -97,3 +103,22 @@ class QuantizableModel:
         if mode is not None:
             model.quantize(mode)
         return model
+
+
+def check_quantize(quantize: str | None, format_name: str, float_output: str | None) -> None:
+    """Refuses an export's `quantize` that is not "int8", or is asked of a format that cannot
+    hold int8 weights (`float_output` says what that format writes; None: it can).
+
+    Args:
+      quantize: None (float export) or the mode asked for.
+      format_name: the export's format, for the message.
+      float_output: what the format writes instead of an int8 SavedModel, or None.
+    """
+    if quantize is None:
+        return
+    if quantize != int8.MODE:
+        raise FieldError("{quantize} must be {0!r} (or unset), got {1!r}", int8.MODE, quantize)
+    if float_output is not None:
+        raise FieldError("{quantize}={0!r} exports int8 SavedModels; the {1!r} format writes "
+                         "{2}, so leave {quantize} unset for it", quantize, format_name,
+                         float_output)

@@ -49,6 +49,7 @@ import tensorflow as tf
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
 from modeling.pretrained import load_config, load_encoder, load_tokenizer
+from modeling.quantization import check_quantize, is_quantized
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
@@ -60,7 +61,8 @@ _TEXTS = tf.TensorSpec([None], tf.string)
 
 
 def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
-                  sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
+                  sequence_length: int = 128, do_lower_case: bool | None = None,
+                  quantize: str | None = None) -> Path:
     """Writes `folder/preprocess` and `folder/encoder` for the model in `source`.
 
     `source` is any folder or checkpoint `load_encoder` takes; its casing
@@ -68,8 +70,10 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
     is what the preprocessor's default signature pads to (`bert_pack_inputs`
     takes its own). `folder` must be new, empty, or an earlier TF Hub export
     (`core.export_folder`: it is then replaced whole); it appears whole or
-    not at all. Every argument is checked before the weights are loaded.
+    not at all. `quantize="int8"` quantizes the encoder first
+    (`model.quantize`). Every argument is checked before the weights are loaded.
     """
+    check_quantize(quantize, "tf_hub", None)
     check_export_folder(folder, "tf_hub", [source])
     config = load_config(source)
     sequence_length = config.check_sequence_length(sequence_length)
@@ -77,6 +81,8 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
         raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
     tokenizer = load_tokenizer(source, do_lower_case)
     encoder = load_encoder(source, output_hidden_states=True)
+    if quantize:
+        encoder.quantize(quantize)
     preprocess = HubPreprocess(tokenizer, sequence_length, config.max_position_embeddings)
     hub_encoder = HubEncoder(encoder, tokenizer)
     with export_folder(folder, "tf_hub", [source]) as staging:
@@ -181,7 +187,8 @@ class HubEncoder(tf.Module):
         self.variables = list(encoder.variables)  # with the dropout seeds' state
         self.trainable_variables = list(encoder.trainable_weights)
         inputs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in HUB_INPUTS}
-        for training in (False, True):
+        # An int8 encoder is for inference only: it refuses training=True.
+        for training in (False,) if is_quantized(encoder) else (False, True):
             self.__call__.get_concrete_function(inputs, training=training)
         self.serve = tf.function(self._serve).get_concrete_function(**inputs)
 
