@@ -18,13 +18,14 @@ rebuilds the float model, quantizes it and then reads the int8 weights.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import keras
 
 from core.arguments import FieldError
 from core.framework import all_layers, unwrap_quantize
-from modeling.layers import int8
+from modeling.layers import fast_paths, int8
 
 _CONFIG_KEY = "quantization_mode"
 
@@ -37,6 +38,16 @@ def quantizable_layers(model: keras.Layer) -> list[keras.Layer]:
 def is_quantized(model: keras.Layer) -> bool:
     """Whether any projection under `model` is quantized (a call with training=True is refused)."""
     return any(layer.quantization_mode is not None for layer in quantizable_layers(model))
+
+
+def portable_tracing(model: keras.Layer) -> contextlib.AbstractContextManager:
+    """Where to trace `model` for an export on ids: an int8 model with the plain int8 product.
+
+    XLA compiles that one (to an int8 dot) and it needs no oneDNN where the
+    export loads; oneDNN's kernel, the fast path outside XLA, is neither.
+    A float model keeps its fast paths, which XLA and TFLite take as they are.
+    """
+    return fast_paths.disabled() if is_quantized(model) else contextlib.nullcontext()
 
 
 class QuantizableModel:

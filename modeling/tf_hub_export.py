@@ -36,7 +36,10 @@ refuse, so that the likeliest mistake reads as a sentence.
 
 The encoder takes the three int32 inputs, runs in float32, and accepts
 `training=True` for fine-tuning (dropout on); it lists `variables` and
-`trainable_variables` as TF Hub's reusable SavedModels do.
+`trainable_variables` as TF Hub's reusable SavedModels do. It holds only
+TensorFlow's own ops: it loads without tensorflow-text and compiles with
+XLA. An int8 encoder (`quantize="int8"`) is for inference only (no
+`training=True`) and is traced for XLA (`modeling.quantization.portable_tracing`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import tensorflow as tf
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
 from modeling.pretrained import load_config, load_encoder, load_tokenizer
-from modeling.quantization import check_quantize, is_quantized
+from modeling.quantization import check_quantize, is_quantized, portable_tracing
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
@@ -88,8 +91,9 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
     with export_folder(folder, "tf_hub", [source]) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),
                             signatures={"serving_default": preprocess.__call__})
-        tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
-                            signatures={"serving_default": hub_encoder.serve})
+        with portable_tracing(encoder):  # saving traces `__call__` once more
+            tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
+                                signatures={"serving_default": hub_encoder.serve})
     return Path(folder)
 
 
@@ -188,9 +192,10 @@ class HubEncoder(tf.Module):
         self.trainable_variables = list(encoder.trainable_weights)
         inputs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in HUB_INPUTS}
         # An int8 encoder is for inference only: it refuses training=True.
-        for training in (False,) if is_quantized(encoder) else (False, True):
-            self.__call__.get_concrete_function(inputs, training=training)
-        self.serve = tf.function(self._serve).get_concrete_function(**inputs)
+        with portable_tracing(encoder):
+            for training in (False,) if is_quantized(encoder) else (False, True):
+                self.__call__.get_concrete_function(inputs, training=training)
+            self.serve = tf.function(self._serve).get_concrete_function(**inputs)
 
     @tf.function
     def __call__(self, inputs: dict, training: bool = False) -> dict:

@@ -19,22 +19,20 @@ SavedModels, and so do these exports:
   the model's `max_position_embeddings`.
 
 An int8-quantized model is traced with the plain int8 product
-(`modeling.layers.fast_paths.disabled()`): XLA compiles it to an int8 dot
+(`modeling.quantization.portable_tracing`): XLA compiles it to an int8 dot
 and it needs no oneDNN where it loads, but outside XLA TensorFlow runs it on
 a slow generic kernel, so serve it compiled (`jit_compile=True`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import tensorflow as tf
 
 from core.framework import frozen_function
 from core.saved_models import KerasCall
-from modeling.layers import fast_paths
-from modeling.quantization import is_quantized
+from modeling.quantization import portable_tracing
 from modeling.task_models import BertMultipleChoice
 from tasks.serving import ClassifierServing
 
@@ -54,7 +52,7 @@ class NumericServing(tf.Module):
             model, BertMultipleChoice) else 2
         specs = {name: tf.TensorSpec([None] * rank, tf.int32, name=name)
                  for name in NUMERIC_INPUTS}
-        with fast_paths.disabled() if is_quantized(model) else contextlib.nullcontext():
+        with portable_tracing(model):
             self.serve = tf.function(self._serve).get_concrete_function(**specs)
 
     def _serve(self, **features: tf.Tensor) -> dict[str, tf.Tensor]:
