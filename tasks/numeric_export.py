@@ -118,6 +118,14 @@ def tflite_model(module: NumericServing) -> bytes:
 
 
 def write_tflite(module: NumericServing, path: str | os.PathLike) -> None:
-    """Writes `tflite_model(module)` to `path` (inside an export's staging folder)."""
-    with open(path, "wb") as writer:
-        writer.write(tflite_model(module))
+    """Writes `tflite_model(module)` to `path` (inside an export's staging folder).
+
+    A failed write is raised naming `path` (Python's own error names no
+    file), so a full disk is reported by the file the user would have had.
+    """
+    content = tflite_model(module)
+    try:
+        with open(path, "wb") as writer:
+            writer.write(content)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, os.fspath(path)) from error

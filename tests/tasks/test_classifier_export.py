@@ -5,6 +5,8 @@ One tiny classifier folder is exported once per format for the class; each
 test reads those exports as a user would.
 """
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ import tensorflow as tf
 from modeling.checkpoints import export_google_checkpoint
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
-from tests.fixtures import REPO, TINY_CONFIG, TestCase, run_main
+from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
 from tests.modeling.tiny_folder import tiny_folder
 
 TEXTS = ["the film was unbelievable", "a dull plot", "", "john lives in paris ! the cat sat"]
@@ -138,6 +140,24 @@ class ClassifierExportTest(TestCase):
         self.assertAllClose(served["logits"], expected["logits"], atol=_TFLITE_ATOL, rtol=0)
         self.assertEqual(sorted(path.name for path in self.lite.iterdir()),
                          ["export_owner.json", "labels.txt", "model.tflite", "preprocess"])
+
+    @pytest.mark.slow
+    def test_a_file_size_limit_ends_in_one_line_naming_the_file(self):
+        out = self.root / "limited"
+        limited = subprocess.run(
+            launched([sys.executable, str(REPO / "export_model.py"), f"--source={self.source}",
+                      "--format=tflite", f"--output_dir={out}",
+                      f"--sequence_length={SEQUENCE_LENGTH}"], file_size_limit=20_000),
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        self.assertEqual(limited.returncode, 1, limited.stderr)
+        self.assertNotIn("Traceback", limited.stderr)
+        self.assertRegex(limited.stderr.strip().splitlines()[-1],
+                         rf"^export_model\.py: error: cannot write {re.escape(str(out))}/"
+                         r"model\.tflite: the file would exceed this process' file-size limit")
+        self.assertFalse(out.exists())
+        self.assertEqual([path.name for path in self.root.iterdir() if path.name.startswith(".")],
+                         [])
 
     def test_int8_export_holds_int8_kernels_and_stays_close(self):
         dtypes = tf.train.load_checkpoint(
