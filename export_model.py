@@ -1,4 +1,4 @@
-"""Exports a BERT model to Google's TF1, Hugging Face's or TF Hub's layout, in one command.
+"""Exports a BERT model in Google's TF1, Hugging Face's or TF Hub's layout, or a classifier for serving.
 
     python export_model.py --source=uncased_L-12_H-768_A-12 --format=tf_hub \
         --output_dir=bert_hub --sequence_length=128
@@ -17,6 +17,15 @@ Hugging Face folder, this project's pre-training or fine-tuning
   probabilities, a tagger's tags, a span model's answers, an embedder's vectors);
 - `embedder`: a sentence embedder's SavedModel (`serving_default(text)` ->
   `embedding`), pooled as the source's sentence-transformers files say.
+- `tf_serving` (a fine-tuned classifier): `raw_text/` (the SavedModel on
+  strings), `preprocess/` (strings -> `input_ids`, `input_mask`,
+  `segment_ids`) and `model/<--serving_version>/`, the SavedModel on those
+  ids in TF Serving's layout: no tensorflow-text needed, compiles with XLA;
+- `tflite` (a fine-tuned classifier): `model.tflite` on the same ids, and
+  `preprocess/`. See `tasks/classifier_export.py`.
+
+`--quantize=int8` quantizes the model before a SavedModel export (`tf_hub`,
+a task model's `saved_model`, `tf_serving`); the other formats refuse it.
 
 The Google and Hugging Face layouts hold the pre-trained network (with its
 masked-LM and next-sentence heads when the source has them); a fine-tuned
@@ -38,9 +47,12 @@ from absl import flags, logging
 
 from core import program
 from core.export_folder import check_export_folder
-from tasks.model_exports import FORMATS, export_model
+from tasks.classifier_export import CLASSIFIER_FORMATS, export_classifier_folder
+from tasks.model_exports import FORMATS as MODEL_FORMATS
+from tasks.model_exports import DEFAULT_SEQUENCE_LENGTH, export_model
 
 FLAGS = flags.FLAGS
+FORMATS = MODEL_FORMATS + CLASSIFIER_FORMATS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -53,9 +65,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string("format", None, f"Layout to write: {', '.join(FORMATS)}.", **into)
     flags.DEFINE_string("output_dir", None, "Folder to write: new, empty, or an earlier export "
                         "of the same --format (replaced whole).", **into)
-    flags.DEFINE_integer("sequence_length", None, "tf_hub, saved_model, embedder: tokens per "
-                         "text (default: the source's preprocessor's or sentence-transformers "
-                         "window, else 128; tf_hub's bert_pack_inputs takes its own).", **into)
+    flags.DEFINE_integer("sequence_length", None, "tf_hub, saved_model, embedder, tf_serving, "
+                         "tflite: tokens per text (default: the source's preprocessor's or "
+                         "sentence-transformers window, else 128; tf_hub's bert_pack_inputs "
+                         "takes its own).", **into)
+    flags.DEFINE_string("quantize", None, "int8: quantize before a SavedModel export "
+                        "(tf_hub, a task model's saved_model, tf_serving).", **into)
+    flags.DEFINE_integer("serving_version", 1, "tf_serving: the numeric model's version "
+                         "folder, model/<version>/, as TF Serving reads it.", **into)
     flags.DEFINE_bool("do_lower_case", None, "Lowercase and strip accents (default: what the "
                       "source's folder implies).", **into)
 
@@ -68,10 +85,19 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
             raise ValueError(f"--{name} is required")
     if values.format not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {values.format!r}")
+    if values["serving_version"].present and values.format != "tf_serving":
+        raise ValueError(f"--serving_version applies to --format=tf_serving, not "
+                         f"--format={values.format}")
     check_export_folder(values.output_dir, values.format, [values.source],
                         argument="--output_dir")
-    path = export_model(values.source, values.output_dir, values.format,
-                        values.sequence_length, values.do_lower_case)
+    if values.format in CLASSIFIER_FORMATS:
+        path = export_classifier_folder(values.source, values.output_dir, values.format,
+                                        values.sequence_length or DEFAULT_SEQUENCE_LENGTH,
+                                        values.do_lower_case,
+                                        values.quantize, values.serving_version)
+    else:
+        path = export_model(values.source, values.output_dir, values.format,
+                            values.sequence_length, values.do_lower_case, values.quantize)
     logging.info("Wrote %s (%s)", path, values.format)
     print(path)
 

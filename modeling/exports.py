@@ -39,13 +39,15 @@ from modeling.checkpoints import export_google_checkpoint, export_huggingface
 from modeling.export_sources import export_source, source_paths
 from modeling.huggingface_tasks import (check_task_layout, export_huggingface_task,
                                         has_task_layout)
+from modeling.quantization import check_quantize
 from modeling.tf_hub_export import export_tf_hub
 
 FORMATS = ("google", "huggingface", "tf_hub")
 
 
 def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
-                 sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
+                 sequence_length: int = 128, do_lower_case: bool | None = None,
+                 quantize: str | None = None) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
     Args:
@@ -57,6 +59,8 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
       sequence_length: what the TF Hub preprocessor pads to.
       do_lower_case: overrides the casing read from the source; it decides the
         TF Hub preprocessor's tokenizer and Hugging Face's `tokenizer_config.json`.
+      quantize: "int8" quantizes the TF Hub encoder (`model.quantize`); the
+        other formats write float checkpoints and refuse it.
 
     A fine-tuned classifier, tagger or span model goes to Hugging Face as
     its `BertFor...` class with its labels (`modeling.huggingface_tasks`),
@@ -65,9 +69,11 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
                          f"got {format_name!r}")
+    check_quantize(quantize, format_name, None if format_name == "tf_hub" else
+                   "a float checkpoint (int8 weights have no place in it)")
     check_export_folder(output_dir, format_name, source_paths(source), argument="output_dir")
     if format_name == "tf_hub":
-        return export_tf_hub(source, output_dir, sequence_length, do_lower_case)
+        return export_tf_hub(source, output_dir, sequence_length, do_lower_case, quantize)
     loaded = export_source(source, do_lower_case)
     task_layout = format_name == "huggingface" and has_task_layout(loaded.model)
     if task_layout:

@@ -28,9 +28,11 @@ from typing import Any, Callable
 
 import keras
 
+from core.arguments import FieldError
 from core.export_folder import check_export_folder, export_folder
 from modeling import exports
 from modeling.export_sources import ExportSource, export_source, source_paths
+from modeling.quantization import QuantizableModel, check_quantize
 from modeling.task_models import BertClassifier, BertSpanModel, BertTokenTagger
 from modeling.text_embedder import BertTextEmbedder
 from tasks.serving import export_classifier
@@ -44,7 +46,8 @@ DEFAULT_SEQUENCE_LENGTH = 128
 
 
 def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
-                 sequence_length: int | None = None, do_lower_case: bool | None = None) -> Path:
+                 sequence_length: int | None = None, do_lower_case: bool | None = None,
+                 quantize: str | None = None) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
     Args:
@@ -54,13 +57,23 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
       sequence_length: tokens per text in the export; default the model's
         preprocessor's (an embedder folder's: its `max_seq_length`), else 128.
       do_lower_case: overrides the source's casing.
+      quantize: "int8" quantizes the exported model first (`model.quantize`), for
+        "tf_hub" and a task model's "saved_model". It takes folders and `.keras`
+        files: a model object is quantized by its own `quantize`, which changes
+        it in place, so this export refuses to do that behind the caller's back.
     """
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
                          f"got {format_name!r}")
     if format_name in exports.FORMATS:
         return exports.export_model(source, output_dir, format_name,
-                                    sequence_length or DEFAULT_SEQUENCE_LENGTH, do_lower_case)
+                                    sequence_length or DEFAULT_SEQUENCE_LENGTH, do_lower_case,
+                                    quantize)
+    check_quantize(quantize, format_name, None)
+    if quantize and isinstance(source, keras.Model):
+        raise FieldError("{quantize}={0!r} with a model object: call its quantize({0!r}) "
+                         "first (it changes the model in place), then export it without "
+                         "{quantize}", quantize)
     check_export_folder(output_dir, format_name, source_paths(source), argument="output_dir")
     if format_name == "embedder" and not isinstance(source, keras.Model) and not os.fspath(
             source).endswith(".keras"):
@@ -74,6 +87,11 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         raise ValueError(f"source holds a {type(model).__name__}, not a BertTextEmbedder: "
                          "give an embedder, its .keras file, or a model folder")
     write = _serving_export(model)
+    if quantize:
+        if not isinstance(model, QuantizableModel):
+            raise FieldError("{quantize}={0!r}: a {1} has no int8 path; export it without "
+                             "{quantize}", quantize, type(model).__name__)
+        model.quantize(quantize)
     length = _sequence_length(model, loaded, sequence_length)
     loaded.require_vocabulary("a SavedModel on raw text")
     with tempfile.TemporaryDirectory() as scratch, export_folder(

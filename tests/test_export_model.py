@@ -87,6 +87,26 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertAllClose(encoder(inputs)["pooled_output"], expected["pooled_output"],
                             atol=1e-5, rtol=0)
 
+    def test_tf_hub_int8_encoder_is_int8_close_and_compiles_with_xla(self):
+        out = self.root / "hub_int8"
+        _run(f"--source={self.source}", "--format=tf_hub", f"--output_dir={out}",
+             "--sequence_length=16", "--quantize=int8")
+        dtypes = tf.train.load_checkpoint(str(out / "encoder" / "variables" / "variables")
+                                          ).get_variable_to_dtype_map()
+        # Six projections in each block and the pooler.
+        self.assertLen([name for name, dtype in dtypes.items() if dtype == tf.int8],
+                       6 * TINY_CONFIG["num_hidden_layers"] + 1)
+        encoder = tf.saved_model.load(str(out / "encoder"))
+        hub_inputs = {"input_word_ids": INPUTS["input_ids"], "input_mask": INPUTS["input_mask"],
+                      "input_type_ids": INPUTS["segment_ids"]}
+        pooled = encoder(hub_inputs)["pooled_output"].numpy()
+        expected = self.pretrainer.encoder(INPUTS, training=False)["pooled_output"].numpy()
+        # Within 3% of the largest output, as tests/modeling/test_quantization.py measured.
+        self.assertLessEqual(abs(pooled - expected).max(), 0.03 * abs(expected).max())
+        self.assertNotAllClose(pooled, expected, atol=1e-7, rtol=0)
+        compiled = tf.function(lambda inputs: encoder(inputs), jit_compile=True)
+        self.assertAllClose(compiled(hub_inputs)["pooled_output"], pooled, atol=1e-5, rtol=0)
+
     def test_a_fine_tuned_folder_exports_its_head(self):
         source = self.root / "fine_tuned"
         source.mkdir()
@@ -132,8 +152,8 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertFalse(refused.exists())
 
     @parameterized.named_parameters(
-        ("bad_format", "--format=onnx", "--format must be one of google, huggingface, tf_hub, saved_model, embedder, "
-                                        "got 'onnx'"),
+        ("bad_format", "--format=onnx", "--format must be one of google, huggingface, tf_hub, "
+                                        "saved_model, embedder, tf_serving, tflite, got 'onnx'"),
         ("missing_source", "--source={root}/nowhere", r"nowhere: no config file"),
         ("no_output_dir", "--output_dir=", "--output_dir is required"))
     def test_bad_flags_are_one_clear_error_and_write_nothing(self, change, message):
