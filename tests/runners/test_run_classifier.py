@@ -147,7 +147,8 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllClose(forward["probabilities"].numpy(), backward["probabilities"].numpy(),
                             rtol=1e-7, atol=1e-5)
 
-        self._refused(tmp_path / "refused", "--both_orders", **{**pairs, "causal": False})
+        self._refused(tmp_path / "refused", "both_orders is GPT's similarity input",
+                      **{**pairs, "causal": False})
         self._refused(tmp_path / "single", "need text pairs", causal=True, both_orders=True)
         self.assertFalse((tmp_path / "single" / "eval_results.txt").exists())
 
@@ -196,7 +197,7 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         self.assertRegex(error, r"\Arun_classifier\.py: error: every run of the sweep diverged: "
                                 r"1e\+06 \(restart 0\) diverged at step \d+, 2e\+06 \(restart 0\) "
                                 r"diverged at step \d+; see .*sweep_results\.tsv and pass lower "
-                                r"--learning_rates\Z")
+                                r"(--)?learning_rates\Z")
         self.assertFalse((tmp_path / "model.ckpt.index").exists())
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 

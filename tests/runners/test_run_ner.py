@@ -1,6 +1,7 @@
 """run_ner.py end to end on tiny CoNLL files: fine-tuning, the cached feature-based mode
 with document context, and the bad inputs a user can make."""
 
+import csv
 import os
 import re
 import shutil
@@ -99,6 +100,11 @@ def _run(assets, output_dir, data_dir=None, expect=0, **flags):
     return result
 
 
+def _sweep_table(output_dir: Path) -> list[dict[str, str]]:
+    with open(output_dir / "sweep_results.tsv", encoding="utf-8") as reader:
+        return list(csv.DictReader(reader, delimiter="\t"))
+
+
 def _replace_line(text: str, number: int, replacement: str) -> str:
     lines = text.split("\n")
     lines[number - 1] = replacement
@@ -180,13 +186,69 @@ class RunNerTest(tf.test.TestCase, parameterized.TestCase):
                              for name in saved), 6)
         tags = next(shape for name, shape in saved.items() if "/ner.Soutput_weights/" in name)
         self.assertEqual(tags[1], 8)  # the tags read both directions' 4 units
-        with self.assertRaisesRegex(ValueError, "--causal fine-tunes the left-to-right model"):
+        with self.assertRaisesRegex(ValueError, "^causal fine-tunes the left-to-right model"):
             run_main("run_ner.py", _arguments(assets, tmp_path / "features", causal=True,
                                               mode="feature_based"))
         self.assertFalse((tmp_path / "features" / "eval_results.txt").exists())
-        with self.assertRaisesRegex(ValueError, "--bilstm_units"):
+        with self.assertRaisesRegex(ValueError, "^bilstm_units is fine-tuned with the encoder"):
             run_main("run_ner.py", _arguments(assets, tmp_path / "lstm", bilstm_units=4,
                                               mode="feature_based"))
+
+    def test_sweep_lists_every_run_keeps_the_best_and_resumes_without_retraining(self):
+        assets, tmp_path = self.assets, self._tmp_path()
+        flags = {"learning_rates": "1e-3,1e6", "num_restarts": 2, "do_predict": False,
+                 "export_saved_model": False, "jit_compile": False}
+        run_main("run_ner.py", _arguments(assets, tmp_path, **flags))
+        table = _sweep_table(tmp_path)
+        self.assertEqual([(row["learning_rate"], row["restart"]) for row in table],
+                         [("0.001", "0"), ("0.001", "1"), ("1e+06", "0"), ("1e+06", "1")])
+        finished = [row for row in table if row["status"] == "finished"]
+        self.assertLen(finished, 2)
+        for row in table[2:]:  # a rate that diverges costs its rows, not the sweep
+            self.assertRegex(row["status"], r"\Adiverged at step \d+\Z")
+            self.assertEqual((row["dev_score"], row["chosen"]), ("nan", ""))
+        chosen = max(finished, key=lambda row: float(row["dev_score"]))
+        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
+        self.assertEqual(chosen["chosen"], "*")
+        results = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertEqual(f"{results['eval_f1']:.4f}", chosen["eval_f1"])
+        self.assertEqual(chosen["dev_score"], chosen["eval_f1"])
+        for row in finished:  # each run's dev scores at its last step, in its own folder
+            run = tmp_path / "runs" / f"lr0.001_restart{row['restart']}"
+            self.assertEqual(f"{event_scalars(run / 'logs' / 'eval')['eval_f1'][-1][1]:.4f}",
+                             row["eval_f1"])
+        # The same command again: finished runs are scored, not trained again.
+        checkpoints = {path: path.stat().st_mtime_ns for path in tmp_path.glob(
+            "runs/*/checkpoints/*")}
+        run_main("run_ner.py", _arguments(assets, tmp_path, **flags))
+        self.assertEqual([(row["learning_rate"], row["restart"], row["status"][:8],
+                           row["eval_f1"]) for row in _sweep_table(tmp_path)],
+                         [(row["learning_rate"], row["restart"], row["status"][:8],
+                           row["eval_f1"]) for row in table])
+        self.assertEqual({path: path.stat().st_mtime_ns for path in checkpoints}, checkpoints)
+
+    def test_feature_based_sweep_is_one_run_per_rate_and_restart(self):
+        assets, tmp_path = self.assets, self._tmp_path()
+        config, init_checkpoint = self.checkpoint
+        run_main("run_ner.py", _arguments(
+            assets, tmp_path, mode="feature_based", bert_config_file=config,
+            init_checkpoint=init_checkpoint, feature_layers="last", lstm_units=8,
+            num_train_epochs=3, learning_rates="1e-2,3e-2", num_restarts=2, do_predict=False))
+        table = _sweep_table(tmp_path)
+        self.assertEqual([(row["learning_rate"], row["restart"], row["status"]) for row in table],
+                         [(rate, restart, "finished") for rate in ("0.01", "0.03")
+                          for restart in ("0", "1")])
+        chosen = max(table, key=lambda row: float(row["dev_score"]))
+        self.assertEqual(chosen["chosen"], "*")
+        trained = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertEqual(f"{trained['eval_f1']:.4f}", chosen["eval_f1"])
+        # The saved BiLSTM is the chosen run's: scored again without training, it scores alike.
+        run_main("run_ner.py", _arguments(
+            assets, tmp_path, mode="feature_based", bert_config_file=config,
+            init_checkpoint=init_checkpoint, feature_layers="last", lstm_units=8,
+            do_train=False, do_predict=False))
+        self.assertEqual(read_eval_results(tmp_path / "eval_results.txt")["eval_f1"],
+                         trained["eval_f1"])
 
     @parameterized.parameters(
         ("train", lambda text: _replace_line(text, 4, "Lives NNP O"),

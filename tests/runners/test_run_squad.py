@@ -10,6 +10,7 @@ window, and one answer word is split into WordPieces by the vocabulary.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -207,6 +208,33 @@ class RunSquadTest(tf.test.TestCase):
                          _question_ids(_squad(False)))
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 
+    def test_sweep_lists_every_run_and_keeps_the_best_on_the_predict_file(self):
+        tmp_path = self._tmp_path()
+        run_main("run_squad.py", _arguments(self.assets, tmp_path / "sweep",
+                                            learning_rates="1e-3,1e6", num_restarts=2,
+                                            num_train_epochs=4, export_saved_model=False,
+                                            jit_compile=False))
+        with open(tmp_path / "sweep" / "sweep_results.tsv", encoding="utf-8") as reader:
+            table = list(csv.DictReader(reader, delimiter="\t"))
+        self.assertEqual([(row["learning_rate"], row["restart"]) for row in table],
+                         [("0.001", "0"), ("0.001", "1"), ("1e+06", "0"), ("1e+06", "1")])
+        self.assertEqual([row["status"] for row in table[:2]], ["finished"] * 2)
+        for row in table[2:]:  # a rate that diverges costs its rows, not the sweep
+            self.assertRegex(row["status"], r"\Adiverged at step \d+\Z")
+            self.assertEqual((row["dev_score"], row["chosen"]), ("nan", ""))
+        chosen = max(table[:2], key=lambda row: float(row["dev_score"]))
+        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
+        self.assertEqual(chosen["chosen"], "*")
+        results = read_eval_results(tmp_path / "sweep" / "eval_results.txt")
+        self.assertEqual(f"{results['f1']:.4f}", chosen["f1"])
+        self.assertAllClose(float(chosen["dev_score"]), results["f1"] / 100, atol=1e-4, rtol=0)
+        # The saved model is the chosen run's: it answers alike without training.
+        run_main("run_squad.py", _arguments(self.assets, tmp_path / "again", do_train=False,
+                                            train_file=None,
+                                            init_checkpoint=tmp_path / "sweep" / "model.ckpt"))
+        self.assertEqual(_read_json(tmp_path / "again" / "predictions.json"),
+                         _read_json(tmp_path / "sweep" / "predictions.json"))
+
     def test_malformed_json_names_the_file(self):
         tmp_path = self._tmp_path()
         broken = tmp_path / "broken.json"
@@ -217,7 +245,7 @@ class RunSquadTest(tf.test.TestCase):
                                                 train_file=broken))
 
     def test_do_train_without_train_file_is_a_clear_error(self):
-        with self.assertRaisesRegex(ValueError, "^--do_train needs --train_file"):
+        with self.assertRaisesRegex(ValueError, "^do_train needs train_file"):
             run_main("run_squad.py", _arguments(self.assets, self._tmp_path(), train_file=None))
 
 
