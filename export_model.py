@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from absl import flags, logging
 
-from cli import entry
+from core import program
 from core.export_folder import check_export_folder
 from modeling.exports import FORMATS, export_model
 
@@ -71,7 +71,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-export-model` command: the same as running this file."""
-    entry.run_command(define_flags, main, __name__)
+    program.run_command(define_flags, main, __name__, rerun="rerun the same command")
 
 
 if __name__ == "__main__":

@@ -145,8 +145,8 @@ def _tf_worker_setup() -> None:
 
 
 def _ours_setup() -> None:
-    """What the runners' entry point (`cli.entry.run`) does before TensorFlow starts."""
-    from cli.host_memory import keep_freed_heap_pages
+    """What every command's edge (`core.program.run_command`) does before TensorFlow starts."""
+    from core.host_memory import keep_freed_heap_pages
 
     keep_freed_heap_pages()
     _tf_worker_setup()

@@ -17,8 +17,8 @@ from collections.abc import Container
 from typing import Any
 
 
-class FieldError(ValueError):
-    """A refused value, naming the settings fields it is about in a way each edge can render.
+class FieldMessage:
+    """An exception's message naming the settings fields it is about, for each edge to render.
 
     Library code speaks of fields and arguments as Python has them
     (`learning_rate`); a command line sets the same fields through flags of
@@ -29,8 +29,13 @@ class FieldError(ValueError):
                    "{gradient_accumulation_steps}={1}", 32, 3)
 
     reads `train_batch_size=32 is not divisible by gradient_accumulation_steps=3`
-    from Python, and the program edge renders each field that is one of its
-    flags as `--field`. It is a ValueError, so callers that catch those keep working.
+    from Python, and the program edge (`core.program`) renders each field
+    that is one of its flags as `--field`. Values go in as positional
+    arguments, never into the template, so a path or a text holding braces
+    is kept as given.
+
+    A mixin, so an error keeps the type callers catch: `FieldError` is a
+    ValueError; a missing file can be `class X(FieldMessage, FileNotFoundError)`.
     """
 
     def __init__(self, template: str, *values: Any):
@@ -47,6 +52,20 @@ class FieldError(ValueError):
 
     def __reduce__(self):  # pickled (multiprocessing) as its template and values
         return type(self), (self.template, *self.values)
+
+
+class FieldError(FieldMessage, ValueError):
+    """A refused value, naming its fields (see `FieldMessage`). A ValueError, so callers
+    that catch those keep working."""
+
+
+class FieldFileNotFoundError(FieldMessage, FileNotFoundError):
+    """A file that a field names, or every file of a pattern it names, is not there."""
+
+
+class FieldOSError(FieldMessage, OSError):
+    """A place a field names that cannot be read or written as asked (a folder where a file
+    belongs, a folder that is missing or not writable)."""
 
 
 def is_integer(value: Any) -> bool:
@@ -68,8 +87,8 @@ def check_integer(name: str, value: Any, minimum: int = 1,
       name: the argument or field, as the message names it.
       value: what the caller gave.
       minimum: the smallest value allowed (1: a positive count).
-      error: the exception class to raise (a ValueError subclass; a FieldError
-        one names `name` as a field).
+      error: the exception class to raise (a ValueError subclass; a
+        `FieldMessage` one names `name` as a field).
     """
     if not is_integer(value) or value < minimum:
         allowed = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
@@ -88,8 +107,8 @@ def check_number(name: str, value: Any, minimum: float | None = None,
       minimum, maximum: the range's ends; None leaves that side open.
       above: `value` must exceed `minimum` rather than equal it at least.
       below: `value` must stay under `maximum` rather than reach it at most.
-      error: the exception class to raise (a ValueError subclass; a FieldError
-        one names `name` as a field).
+      error: the exception class to raise (a ValueError subclass; a
+        `FieldMessage` one names `name` as a field).
     """
     inside = is_number(value) and (
         minimum is None or (value > minimum if above else value >= minimum)) and (
@@ -101,7 +120,7 @@ def check_number(name: str, value: Any, minimum: float | None = None,
 
 def _refusal(error: type[Exception], name: str, rule: str, value: Any) -> Exception:
     """`name rule, got value`, as a FieldError template where `name` is a field."""
-    if issubclass(error, FieldError) and name.isidentifier():
+    if issubclass(error, FieldMessage) and name.isidentifier():
         return error(f"{{{name}}} {rule}, got {{0!r}}", value)
     return error(f"{name} {rule}, got {value!r}")
 
@@ -117,3 +136,28 @@ def _range(minimum: float | None, maximum: float | None, above: bool, below: boo
     if maximum is not None:
         return f"a finite number {'<' if below else '<='} {maximum:g}"
     return "a finite number"
+
+
+def check_positive(name: str, value: Any) -> Any:
+    """`value` as given, if it is a finite number > 0: a size, rate or count of 0 trains nothing.
+
+    For a count that must also be whole, `check_integer` is the stricter check.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+    """
+    check_number(name, value, 0, above=True)
+    return value
+
+
+def check_non_negative(name: str, value: Any) -> Any:
+    """`value` as given, if it is a finite number >= 0 (NaN and infinity fail: a float flag
+    parses "nan" and "inf").
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+    """
+    check_number(name, value, 0)
+    return value

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from core.arguments import check_integer, check_number
+from core.arguments import FieldError, check_integer, check_number, is_integer
 from core.atomic import atomic_open
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
@@ -124,6 +124,28 @@ class BertConfig:
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
         return cls.from_dict(values, source=path)
+
+    def check_sequence_length(self, length: Any, argument: str = "sequence_length",
+                              source: str | None = None) -> int:
+        """`length` as an int, if packed rows of that many positions fit this model.
+
+        A row needs 3 positions at least ([CLS], a token, [SEP]) and at most
+        `max_position_embeddings`: past it, positions have no embedding. Every
+        reader of a length (runners, preprocessors, exports) checks it here,
+        before anything is allocated for it.
+
+        Args:
+          length: positions per packed row.
+          argument: the argument or settings field that gave `length`, named in the
+            error (a FieldError: a command line whose flag it is shows `--argument`).
+          source: where this config was read from, named in the error when given.
+        """
+        if not is_integer(length) or not 3 <= length <= self.max_position_embeddings:
+            place = " of {1}" if source else ""
+            raise FieldError(f"{{{argument}}} must be an integer from 3 to the model's "
+                             f"max_position_embeddings ({self.max_position_embeddings}){place}, "
+                             "got {0!r}", length, source)
+        return int(length)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

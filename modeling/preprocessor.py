@@ -21,7 +21,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from core.arguments import is_integer
+from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
 from modeling.pretrained import load_config, load_tokenizer, model_files
 from text.graph_checks import rows_differ, same_row_lengths
@@ -38,7 +38,7 @@ class BertPreprocessor(keras.layers.Layer):
     gives [sequence_length] rows. A pair whose second text has no token packs
     as a single text, as the runners do. `sequence_length` is an integer of at
     least 3 ([CLS], a token, [SEP]); `load_preprocessor` also holds it to the
-    model's `max_position_embeddings`.
+    model's `max_position_embeddings` (`BertConfig.check_sequence_length`).
     """
 
     def __init__(self, vocabulary: Sequence[str], do_lower_case: bool = True,
@@ -46,7 +46,8 @@ class BertPreprocessor(keras.layers.Layer):
         kwargs.setdefault("name", "bert_preprocessor")
         # Outputs are ids whatever the model computes in; a float policy would be misleading.
         kwargs.setdefault("dtype", "int32")
-        sequence_length = check_sequence_length(sequence_length)
+        # [CLS], a token, [SEP]; a model's own limit is its config's (`load_preprocessor`).
+        sequence_length = check_integer("sequence_length", sequence_length, minimum=3)
         super().__init__(trainable=False, **kwargs)
         self.sequence_length = sequence_length
         self.tokenizer = FullTokenizer(f"the vocabulary of layer {self.name!r}",
@@ -113,19 +114,21 @@ class BertPreprocessor(keras.layers.Layer):
         """`[CLS] question [SEP] context [SEP]`, the context given as words [N, (words)].
 
         Each context word is tokenized alone, as the SQuAD runner does, so an
-        answer span maps back to whole words. Also returns the context's
+        answer span maps back to whole words; a word with no sub-token (a lone
+        U+3000) takes no position, as there. Also returns the context's
         sub-tokens by word [N, (words), (pieces)], before truncation.
         """
         with tf.device("cpu"):
             question_ids, _ = self.tokenizer.tokenize_batch(questions)
-            word_pieces = self._word_pieces(context_words)
+            pieces, _ = self.tokenizer.tokenize_batch(context_words.flat_values)
+            word_pieces = tf.RaggedTensor.from_row_splits(pieces, context_words.row_splits)
             return pack_ragged(question_ids, word_pieces.merge_dims(1, 2), self.sequence_length,
                                self.tokenizer.cls_id, self.tokenizer.sep_id,
                                names=("questions", "context_words")), word_pieces
 
     def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """Sub-tokens of each word [N, (words), (pieces)]; a word with none becomes [UNK],
-        as in the runners, so every word keeps a position."""
+        as in the tagging runners, so every word keeps a position."""
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
         no_piece = tf.cast(pieces.row_lengths() == 0, tf.int64)
         unknown = tf.RaggedTensor.from_row_lengths(
@@ -155,32 +158,13 @@ def load_preprocessor(source: str | os.PathLike, sequence_length: int = 128,
     `sequence_length` must fit the position embeddings of the config beside
     `source`, when there is one: longer rows would index past them.
     """
-    has_config = model_files(source)[0] is not None
-    sequence_length = check_sequence_length(
-        sequence_length, load_config(source).max_position_embeddings if has_config else None)
+    if model_files(source)[0] is not None:
+        sequence_length = load_config(source).check_sequence_length(sequence_length)
     tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
     tokens = tokenizer.inv_vocab
     return BertPreprocessor([tokens[index] for index in range(len(tokens))],
                             do_lower_case=tokenizer.do_lower_case,
                             sequence_length=sequence_length)
-
-
-def check_sequence_length(sequence_length: int, max_position_embeddings: int | None = None
-                          ) -> int:
-    """`sequence_length` as an int, if it is an integer from 3 ([CLS], a token, [SEP]) to
-    `max_position_embeddings` (when given), checked before anything is allocated for it.
-
-    Args:
-      sequence_length: positions per packed row.
-      max_position_embeddings: the model's limit, when known.
-    """
-    allowed = ("an integer >= 3 ([CLS], a token, [SEP])" if max_position_embeddings is None
-               else f"an integer from 3 to the model's max_position_embeddings "
-                    f"({max_position_embeddings})")
-    if not is_integer(sequence_length) or sequence_length < 3 or (
-            max_position_embeddings is not None and sequence_length > max_position_embeddings):
-        raise ValueError(f"sequence_length must be {allowed}, got {sequence_length!r}")
-    return int(sequence_length)
 
 
 def split_segments(inputs) -> tuple[tf.Tensor, tf.Tensor | None]:

@@ -36,18 +36,23 @@ from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin
 from modeling.heads import LeftToRightLMHead
 from core.record_schema import ENCODER_INPUTS
 from modeling.labels import check_label_names
+from modeling.layers import int8
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
 from modeling.pretrained import check_source, load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
+from modeling.quantization import QuantizableModel
 from modeling.span_text import SpanTextMixin
 from modeling.text_tasks import TextTaskMixin
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class OutputProjection(ConfigurableLayer):
-    """logits = x . W^T + b with W stored [units, hidden], under a Google-style name."""
+class OutputProjection(int8.Quantizable, ConfigurableLayer):
+    """logits = x . W^T + b with W stored [units, hidden], under a Google-style name.
+
+    `quantize("int8")` makes W int8 per unit (`modeling.layers.int8`).
+    """
 
     def __init__(self, units: int, hidden_size: int, initializer_range: float,
                  checkpoint_prefix: str, **kwargs):
@@ -61,6 +66,8 @@ class OutputProjection(ConfigurableLayer):
             initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
         self.output_bias = self.add_weight(shape=(units,), initializer="zeros",
                                            name="output_bias")
+        if self.quantization_mode == int8.MODE:  # rebuilt from a quantized layer's config
+            int8.quantize_weights(self, ("output_weights",), input_axis=1)
         self.built = True
 
     def call(self, hidden):
@@ -68,13 +75,20 @@ class OutputProjection(ConfigurableLayer):
         logits = ops.matmul(hidden, ops.transpose(weights))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        int8.quantize_layer(self, mode, config, ("output_weights",), input_axis=1)
+
+    def quantized_call(self, hidden):
+        weights = int8.quantized_weight(self, "output_weights", transposed=True)
+        return int8.product(int8.quantize_rows(hidden), weights, self.output_bias)
+
     def checkpoint_variables(self) -> dict:
         prefix = f"{self.checkpoint_prefix}/" if self.checkpoint_prefix else ""
         return {f"{prefix}output_weights": self.output_weights,
                 f"{prefix}output_bias": self.output_bias}
 
 
-class _FineTuningModel(TextTaskMixin, ConfigurableModel):
+class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
     """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
 
     The config holds the BERT hyperparameters as a plain dict plus the
@@ -89,13 +103,8 @@ class _FineTuningModel(TextTaskMixin, ConfigurableModel):
         self.keep_settings(config=config, causal=causal)
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if preprocessor is not None and \
-                preprocessor.sequence_length > config.max_position_embeddings:
-            raise ValueError(
-                f"the preprocessor's sequence_length={preprocessor.sequence_length} exceeds the "
-                f"encoder's max_position_embeddings={config.max_position_embeddings}: positions "
-                "past it have no embedding; give a sequence_length <= "
-                f"{config.max_position_embeddings}")
+        if preprocessor is not None:
+            config.check_sequence_length(preprocessor.sequence_length)
         self.preprocessor = preprocessor
         self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)

@@ -48,7 +48,6 @@ import tensorflow as tf
 
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from modeling.preprocessor import check_sequence_length
 from modeling.pretrained import load_config, load_encoder, load_tokenizer
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
@@ -72,13 +71,13 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
     not at all. Every argument is checked before the weights are loaded.
     """
     check_export_folder(folder, "tf_hub", [source])
-    limit = load_config(source).max_position_embeddings
-    sequence_length = check_sequence_length(sequence_length, limit)
+    config = load_config(source)
+    sequence_length = config.check_sequence_length(sequence_length)
     if do_lower_case is not None and not isinstance(do_lower_case, bool):
         raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
     tokenizer = load_tokenizer(source, do_lower_case)
     encoder = load_encoder(source, output_hidden_states=True)
-    preprocess = HubPreprocess(tokenizer, sequence_length, limit)
+    preprocess = HubPreprocess(tokenizer, sequence_length, config.max_position_embeddings)
     hub_encoder = HubEncoder(encoder, tokenizer)
     with export_folder(folder, "tf_hub", [source]) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),

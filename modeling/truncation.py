@@ -71,7 +71,7 @@ def contexts_cut(tokenizer: FullTokenizer, questions: tf.Tensor, context_words: 
                  sequence_length: int) -> str | None:
     """Says how many question and context pairs exceed the window (the context's tail is lost)."""
     length_q = piece_counts(tokenizer, questions)
-    pieces = np.maximum(piece_counts(tokenizer, context_words.flat_values), 1)
+    pieces = piece_counts(tokenizer, context_words.flat_values)  # none: no position
     length_c = np.bincount(context_words.value_rowids().numpy(), weights=pieces,
                            minlength=len(length_q))
     cut = np.where(length_c > 0, length_q + length_c > sequence_length - 3,

@@ -26,6 +26,7 @@ from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHook
 from tasks.serving import export_classifier
 from training import finetuning, loop
 
+
 @dataclasses.dataclass(frozen=True)
 class ClassificationTask(FineTuningSettings):
     """Which task, where its files are, and the model's variant (what to do: the base class)."""

@@ -61,7 +61,7 @@ def check(task: PretrainingTask, model_files: ModelFiles, training: TrainingConf
     if task.max_predictions_per_seq > training.max_seq_length:
         raise FieldError("{max_predictions_per_seq} cannot exceed {max_seq_length}")
     if task.do_eval:
-        check_weights_to_evaluate("--do_eval", task.do_train, model_files.init_checkpoint,
+        check_weights_to_evaluate(("do_eval",), task.do_train, model_files.init_checkpoint,
                                   training.output_dir)
 
 

@@ -18,7 +18,6 @@ tokenizer held for tracing, the label names kept in the folder as
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from core.saved_models import KerasCall, write_saved_model
 from modeling.pretrained import LABELS_FILE
@@ -45,8 +44,8 @@ class RawTextServing(tf.Module):
     def word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """[batch, (words)] strings -> ids [batch, (words), (pieces)]; [UNK] for a word of none.
 
-        Each word is tokenized on its own, as the SQuAD and CoNLL readers
-        tokenize the whitespace-separated words of their files.
+        Each word is tokenized on its own, as the CoNLL reader tokenizes the
+        words of its files.
         """
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
         unknown = tf.fill([pieces.nrows()], tf.constant(self.tokenizer.unk_id, tf.int32))
@@ -61,18 +60,6 @@ def fill_empty_rows(rows: tf.RaggedTensor, fill: tf.Tensor) -> tf.RaggedTensor:
         tf.cast(fill, rows.dtype)[:, None])], axis=1)
     keep = tf.ragged.range(lengths + 1) < tf.maximum(lengths, 1)[:, None]
     return tf.ragged.boolean_mask(padded, keep)
-
-
-def whitespace_words(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
-                                                  tf.RaggedTensor]:
-    """[batch] strings -> words [batch, (words)] and their start and end byte offsets.
-
-    Words are split on the SQuAD reader's whitespace (`data_prep.datasets.squad`: space,
-    tab, CR, LF, U+202F), so they are the runner's words; tensorflow-text's
-    `WhitespaceTokenizer` would also split on other Unicode spaces, and it leaves the
-    first bytes of a multi-byte one (U+2028, U+0085) at the end of the word before it.
-    """
-    return tf_text.regex_split_with_offsets(texts, "[ \t\r\n\u202f]+")
 
 
 def export(module: RawTextServing, path: str, signatures: dict) -> str:

@@ -32,6 +32,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from core import extras
+from tests.fixtures import TestCase
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -218,7 +219,7 @@ def problems(needs: list[Need]) -> list[str]:
     return found
 
 
-class DependencyTest(tf.test.TestCase):
+class DependencyTest(TestCase):
 
     def test_every_extra_has_its_feature(self):
         _, optional = declared()
@@ -231,7 +232,7 @@ class DependencyTest(tf.test.TestCase):
         self.assertEqual(extras.DISTRIBUTION, PYPROJECT["project"]["name"])
 
     def test_the_reader_sees_deferred_imports_aliases_and_runtime_needs(self):
-        root = Path(self.create_tempdir().full_path)
+        root = self.tmp_path()
         path = root / "sample.py"
         path.write_text("import tensorflow as tf\nfrom tensorflow import summary as s\n"
                         "from core import extras\n\n"

@@ -16,7 +16,7 @@ from absl.testing import parameterized
 import export_model
 from modeling import BertClassifier, BertConfig, BertPretrainer, load_encoder, load_tokenizer
 from modeling.checkpoints import export_google_checkpoint, save_checkpoint
-from tests.fixtures import REPO, TINY_CONFIG, class_folder, launched
+from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat"]
 INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 8, 3, 0]]),
@@ -31,12 +31,12 @@ def _run(*arguments: str) -> None:
     export_model.main(["export_model.py"], values)
 
 
-class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
+class ExportModelTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
         cls.source = cls.root / "uncased_tiny"
         cls.source.mkdir()
@@ -171,5 +171,6 @@ class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
         self.assertNotIn("Traceback", limited.stderr)
         self.assertRegex(limited.stderr.strip().splitlines()[-1],
                          rf"^export_model\.py: error: cannot write {re.escape(out)}/{file}: the "
-                         r"file would exceed this process' file-size limit \(ulimit -f\); ")
+                         r"file would exceed this process' file-size limit \(ulimit -f\); make "
+                         r"room \(or raise the limit\), then rerun the same command\Z")
         self.assertEqual(os.listdir(work), [])

@@ -30,6 +30,7 @@ from typing import Iterator, Mapping
 import crcmod.predefined  # the CRC-32C that TFRecord framing uses (apache-beam[tfrecord])
 import tensorflow as tf
 
+from core.arguments import FieldError
 from core.record_schema import pretraining_record_schema
 
 # Records in the shuffle buffer; the original used 100 after interleaving.
@@ -82,9 +83,9 @@ def check_record_schema(path: str, spec: Mapping[str, tf.io.FixedLenFeature]) ->
         elif length != expected_length:
             problems.append(f"feature {name!r} has length {length}, expected {expected_length}")
     if problems:
-        raise ValueError(f"{path}: records do not match the expected schema: "
-                         f"{'; '.join(problems)} (check --max_seq_length and "
-                         "--max_predictions_per_seq against the data)")
+        raise FieldError("{0}: records do not match the expected schema: {1} (check "
+                         "{max_seq_length} and {max_predictions_per_seq} against the data)",
+                         path, "; ".join(problems))
 
 
 def list_files(file_pattern: str) -> list[str]:

@@ -155,8 +155,8 @@ class Trainer:
             except (AssertionError, ValueError, tf.errors.OpError) as error:
                 raise ValueError(
                     f"{self.checkpoint_dir} holds {newest}, which does not fit this "
-                    f"model and optimizer ({str(error).splitlines()[0]}); pass a new "
-                    "--output_dir, or delete that folder to start over") from None
+                    f"model and optimizer ({str(error).splitlines()[0]}); pass another "
+                    "folder, or delete that one to start over") from None
         self._restore_step_taken = True
         self._restored_from = newest
         return newest

@@ -1,11 +1,11 @@
 """The benchmark harness: medians, ratios, tables and report files."""
 
 import itertools
-from pathlib import Path
 
 import tensorflow as tf
 
 from benchmarks import harness
+from tests.fixtures import TestCase
 
 
 def _fake_timer(ticks):
@@ -13,7 +13,7 @@ def _fake_timer(ticks):
     return lambda: next(values)
 
 
-class BenchmarkHarnessTest(tf.test.TestCase):
+class BenchmarkHarnessTest(TestCase):
 
     def test_measure_keeps_per_call_seconds_and_skips_warmup(self):
         calls = []
@@ -53,7 +53,7 @@ class BenchmarkHarnessTest(tf.test.TestCase):
         self.assertEqual(harness.format_rate(45600), "45.6k")
 
     def test_report_written_with_machine_and_tables(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         ours = harness.Result("ours", 10, (1.0,))
         peer = harness.Result("peer", 10, (2.0,))
         report = harness.render_report("Title", "What ran.", harness.machine_info(["pytest"]),

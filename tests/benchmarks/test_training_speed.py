@@ -1,14 +1,13 @@
 """The training benchmark's and profiler's own logic: data, FLOPs, checks, tables, op classes."""
 
-from pathlib import Path
-
 import tensorflow as tf
 from absl.testing import parameterized
 
 from benchmarks import profile_training_step, training_speed
+from tests.fixtures import TestCase
 
 
-class TrainingSpeedTest(tf.test.TestCase, parameterized.TestCase):
+class TrainingSpeedTest(TestCase, parameterized.TestCase):
 
     def test_every_process_builds_the_same_batch(self):
         case = training_speed.CASES["pretrain_small"]
@@ -105,7 +104,7 @@ class TrainingSpeedTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(profile_training_step.op_class(name, op_type), expected)
 
     def test_profile_sections_replace_their_own_label_only(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = tmp_path / "profile.md"
         profile_training_step.write_section("before", "## before\n\nold numbers\n", path)
         profile_training_step.write_section("after", "## after\n\nfirst try\n", path)

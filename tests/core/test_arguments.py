@@ -8,7 +8,8 @@ from absl.testing import parameterized
 
 import pickle
 
-from core.arguments import FieldError, check_integer, check_number
+from core.arguments import (FieldError, check_integer, check_non_negative, check_number,
+                            check_positive)
 
 
 class CheckIntegerTest(tf.test.TestCase, parameterized.TestCase):
@@ -95,3 +96,27 @@ class FieldErrorTest(tf.test.TestCase):
         error = pickle.loads(pickle.dumps(FieldError("{epochs} must be positive, got {0}", 0)))
         self.assertEqual(error.render({"epochs"}), "--epochs must be positive, got 0")
 
+
+
+class SignChecksTest(tf.test.TestCase, parameterized.TestCase):
+    """check_positive and check_non_negative: the validators the settings classes share."""
+
+    def test_values_pass_through_as_given(self):
+        self.assertEqual(check_positive("doc_stride", 128), 128)
+        self.assertIsInstance(check_positive("doc_stride", 128), int)
+        self.assertEqual(check_positive("lm_aux_weight", np.float32(0.5)), 0.5)
+        self.assertEqual(check_non_negative("bilstm_units", 0), 0)
+
+    @parameterized.parameters(
+        (check_positive, 0, "--n must be a positive finite number, got 0"),
+        (check_positive, math.nan, "--n must be a positive finite number, got nan"),
+        (check_positive, "8", "--n must be a positive finite number, got '8'"),
+        (check_non_negative, -1, "--n must be a finite number >= 0, got -1"),
+        (check_non_negative, math.inf, "--n must be a finite number >= 0, got inf"),
+        (check_non_negative, True, "--n must be a finite number >= 0, got True"),
+    )
+    def test_other_values_are_field_errors(self, check, value, rendered):
+        with self.assertRaises(FieldError) as raised:
+            check("n", value)
+        self.assertEqual(str(raised.exception), rendered.removeprefix("--"))
+        self.assertEqual(raised.exception.render({"n"}), rendered)

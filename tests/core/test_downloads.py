@@ -4,7 +4,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -15,6 +14,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from core.downloads import DownloadError, cache_dir, download, extract_zip, verify_file
+from tests.fixtures import TestCase
 from tests.loopback_http import LoopbackServer, closed_port_url
 from tests.zip_archives import declaring, zip_bytes
 
@@ -28,17 +28,13 @@ def _safetensors_bytes(data_size: int, declared_end: int) -> bytes:
     return len(header).to_bytes(8, "little") + header + bytes(data_size)
 
 
-def _fresh_folder(test: tf.test.TestCase) -> Path:
-    return Path(tempfile.mkdtemp(dir=test.get_temp_dir()))
-
-
-def _file_with(test: tf.test.TestCase, content: bytes) -> Path:
-    path = _fresh_folder(test) / "file"
+def _file_with(test: TestCase, content: bytes) -> Path:
+    path = test.tmp_path() / "file"
     path.write_bytes(content)
     return path
 
 
-class DownloadTest(tf.test.TestCase):
+class DownloadTest(TestCase):
 
     def setUp(self):
         super().setUp()
@@ -46,7 +42,7 @@ class DownloadTest(tf.test.TestCase):
         self.addCleanup(self.server.close)
         self.server.files["/data/file.bin"] = PAYLOAD
         self.url = self.server.url + "/data/file.bin"
-        self.folder = _fresh_folder(self)
+        self.folder = self.tmp_path()
         self.target = self.folder / "file.bin"
 
     def test_downloads_once_and_shows_bytes_rate_and_eta(self):
@@ -115,12 +111,12 @@ class DownloadTest(tf.test.TestCase):
         self.assertTrue(root.is_dir())
 
 
-class CacheDirTest(tf.test.TestCase):
+class CacheDirTest(TestCase):
     """A cache path that cannot be a cache folder is named with its variable and what is wrong."""
 
     def setUp(self):
         super().setUp()
-        self.folder = _fresh_folder(self)
+        self.folder = self.tmp_path()
         self.file = self.folder / "a_file"
         self.file.write_text("not a folder")
 
@@ -161,7 +157,7 @@ class CacheDirTest(tf.test.TestCase):
                             f"BERT_CACHE_DIR={folder}: is a folder this user cannot write to")
 
 
-class VerifyAndExtractTest(parameterized.TestCase, tf.test.TestCase):
+class VerifyAndExtractTest(parameterized.TestCase, TestCase):
 
     @parameterized.named_parameters(
         ("json", "config.json", b'{"hidden_size": 8}', None),
@@ -182,7 +178,7 @@ class VerifyAndExtractTest(parameterized.TestCase, tf.test.TestCase):
                 verify_file(path, name)
 
     def test_extract_zip_drops_the_single_top_folder(self):
-        folder = _fresh_folder(self)
+        folder = self.tmp_path()
         archive = _file_with(self, zip_bytes({"release/vocab.txt": b"[PAD]\n",
                                               "release/sub/x": b"1"}))
         extract_zip(archive, folder, ["*"])
@@ -190,14 +186,14 @@ class VerifyAndExtractTest(parameterized.TestCase, tf.test.TestCase):
         self.assertEqual((folder / "sub" / "x").read_bytes(), b"1")
 
     def test_extract_zip_refuses_members_outside_the_folder(self):
-        folder = _fresh_folder(self)
+        folder = self.tmp_path()
         archive = _file_with(self, zip_bytes({"a": b"", "../evil": b"x"}))
         with self.assertRaisesRegex(DownloadError, r"member \.\./evil points outside"):
             extract_zip(archive, folder, ["*"])
         self.assertFalse((folder.parent / "evil").exists())
 
     def test_extract_zip_unpacks_only_the_wanted_members_and_counts_the_rest(self):
-        folder = _fresh_folder(self)
+        folder = self.tmp_path()
         archive = _file_with(self, zip_bytes(
             {"release/bert_config.json": b"{}", "release/bert_model.ckpt.data-00000-of-00001":
              b"w", "release/bert_model.ckpt.meta": b"graph", "release/extra/big.bin":
@@ -210,7 +206,7 @@ class VerifyAndExtractTest(parameterized.TestCase, tf.test.TestCase):
                                          r"release/bert_model\.ckpt\.meta, release/extra/big")
 
     def test_extract_zip_refuses_declared_sizes_over_the_limit_before_writing(self):
-        folder = _fresh_folder(self)
+        folder = self.tmp_path()
         archive = _file_with(self, zip_bytes({"vocab.txt": b"v" * 600, "big.bin": bytes(600)},
                                              zipfile.ZIP_DEFLATED))
         with self.assertRaisesRegex(DownloadError, rf"^{archive}: member big\.bin brings the "
@@ -221,7 +217,7 @@ class VerifyAndExtractTest(parameterized.TestCase, tf.test.TestCase):
 
     def test_extract_zip_writes_no_more_than_a_lying_header_declares(self):
         """A 2 MB member whose headers declare 1000 bytes: its data is refused, not unpacked."""
-        folder = _fresh_folder(self)
+        folder = self.tmp_path()
         archive = _file_with(self, declaring(zip_bytes({"bert_model.ckpt.data-0": bytes(
             2_000_000)}, zipfile.ZIP_DEFLATED), "bert_model.ckpt.data-0", 1000))
         with self.assertRaisesRegex(DownloadError, rf"^{archive}: member bert_model\.ckpt\."

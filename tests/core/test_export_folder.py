@@ -12,6 +12,7 @@ from absl.testing import parameterized
 from core import atomic
 from core.export_folder import (STAMP_NAME, ExportFolderRefused, check_export_folder,
                                 export_folder)
+from tests.fixtures import TestCase
 
 
 def _tree(folder: Path) -> dict[str, str]:
@@ -20,11 +21,11 @@ def _tree(folder: Path) -> dict[str, str]:
             if path.is_file()}
 
 
-class CheckExportFolderTest(tf.test.TestCase, parameterized.TestCase):
+class CheckExportFolderTest(TestCase, parameterized.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(self.create_tempdir().full_path)
+        self.root = self.tmp_path()
         self.source = self.root / "model"
         self.source.mkdir()
         (self.source / "bert_config.json").write_text("{}")
@@ -112,11 +113,11 @@ class CheckExportFolderTest(tf.test.TestCase, parameterized.TestCase):
             check_export_folder(self.root / "out", "google")
 
 
-class ExportFolderTest(tf.test.TestCase):
+class ExportFolderTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(self.create_tempdir().full_path)
+        self.root = self.tmp_path()
         self.out = self.root / "out"
 
     def test_a_re_export_replaces_the_folder_whole_and_stamps_what_it_wrote(self):

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertClassifier, load_preprocessor
-from tests.fixtures import REPO, class_folder
+from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot"] * 2
@@ -32,12 +32,12 @@ class WeightsAfterEachStep(keras.callbacks.Callback):
         self.snapshots.append(self.model.get_weights())
 
 
-class FitDivergedTest(tf.test.TestCase):
+class FitDivergedTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(class_folder(cls))
+        cls.folder = tiny_folder(cls.class_folder())
         packed = load_preprocessor(cls.folder, sequence_length=8)(TEXTS)
         cls.packed = {key: value.numpy() for key, value in packed.items()}
 

@@ -19,7 +19,7 @@ from modeling.checkpoints import export_huggingface
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.exports import export_model
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import TINY_CONFIG, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from tests.training.test_training_faults import file_size_limit
 
@@ -40,17 +40,17 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
             for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-class ExportFoldersTest(tf.test.TestCase, parameterized.TestCase):
+class ExportFoldersTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.source = tiny_folder(cls.root, "source")
 
     def setUp(self):
         super().setUp()
-        self.work = Path(self.create_tempdir().full_path)
+        self.work = self.tmp_path()
 
     def _assert_refused(self, export, out: Path, argument: str, message: str):
         before = _snapshot(self.work)

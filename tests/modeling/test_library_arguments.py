@@ -16,7 +16,7 @@ from absl.testing import parameterized
 from modeling import (BertClassifier, BertConfig, BertMultipleChoice, BertPreprocessor,
                       BertSpanModel, BertTokenTagger, load_config, load_encoder,
                       load_preprocessor)
-from tests.fixtures import class_folder, tiny_config
+from tests.fixtures import TestCase, tiny_config
 from tests.modeling.tiny_folder import tiny_folder
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot"]
@@ -25,12 +25,12 @@ SENTENCES = [["john", "lives", "in", "paris"], ["the", "cat", "sat"]]
 TAGS = [[1, 0, 0, 2], [0, 1, 0]]
 
 
-class _TinyFolderTest(tf.test.TestCase, parameterized.TestCase):
+class _TinyFolderTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(class_folder(cls))
+        cls.folder = tiny_folder(cls.class_folder())
         cls.classifier = BertClassifier.from_pretrained(cls.folder, num_labels=2,
                                                         sequence_length=16)
         cls.classifier.compile()
@@ -215,12 +215,12 @@ class DefaultLossTest(_TinyFolderTest):
         self.assertEqual(model.loss.get_config()["from_logits"], True)
 
 
-class SourcesTest(tf.test.TestCase):
+class SourcesTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(class_folder(cls))
+        cls.folder = tiny_folder(cls.class_folder())
 
     def test_a_source_that_names_no_model_is_refused_naming_the_argument(self):
         with self.assertRaisesRegex(ValueError, r"path is empty \(''\): give a model folder"):
@@ -241,7 +241,9 @@ class SourcesTest(tf.test.TestCase):
             BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=10**9)
         preprocessor = BertPreprocessor(load_preprocessor(self.folder, 16).vocabulary,
                                         sequence_length=65)  # built without the model's config
-        with self.assertRaisesRegex(ValueError, "sequence_length=65 exceeds"):
+        with self.assertRaisesRegex(ValueError, r"^sequence_length must be an integer from 3 to "
+                                                r"the model's max_position_embeddings \(64\), "
+                                                "got 65$"):
             BertTokenTagger(BertConfig.from_json_file(Path(self.folder) / "bert_config.json"),
                             num_labels=2, preprocessor=preprocessor)
 

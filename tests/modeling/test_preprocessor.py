@@ -1,8 +1,6 @@
 """The preprocessor layer: raw strings and pairs -> the runners' packed ids, in graphs too."""
 
 import json
-import tempfile
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -13,7 +11,7 @@ from absl.testing import parameterized
 from data_prep.corpora.assets import minilm_dir
 from modeling import BertPreprocessor, load_preprocessor, load_tokenizer
 from modeling.config import ConfigError
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import VOCAB, tiny_folder
 from text.sentence_pairs import pack_ids
 
@@ -22,12 +20,12 @@ TEXTS_A = ["The cat sat on the mat.", "John lives in Paris", "", "unbelievable f
 TEXTS_B = ["Who sat?", "", "a film", "the plot was dull , the acting was great", "is " * 30]
 
 
-class PreprocessorTest(tf.test.TestCase, parameterized.TestCase):
+class PreprocessorTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(cls.enterClassContext(tempfile.TemporaryDirectory()))
+        cls.root = cls.class_folder()
         cls.folder = tiny_folder(cls.root)
         cls.tokenizer = load_tokenizer(cls.folder)
 
@@ -127,8 +125,7 @@ class PreprocessorTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters("16", 2, None)
     def test_a_layer_built_from_a_vocabulary_takes_an_integer_of_at_least_3(self, value):
-        with self.assertRaisesRegex(ValueError, r"sequence_length must be an integer >= 3 "
-                                                r"\(\[CLS\], a token, \[SEP\]\), got"):
+        with self.assertRaisesRegex(ValueError, r"^sequence_length must be an integer >= 3, got"):
             BertPreprocessor(VOCAB, sequence_length=value)
 
     def test_pair_columns_of_different_lengths_are_refused_naming_both(self):

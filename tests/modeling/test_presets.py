@@ -3,7 +3,6 @@
 import contextlib
 import io
 import os
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -17,7 +16,7 @@ from core.downloads import DownloadError
 from modeling import BertConfig, BertEncoder, load_config, load_encoder, load_tokenizer, presets
 from modeling.checkpoints import export_google_checkpoint, export_huggingface, load_weights
 from modeling.config import ConfigError
-from tests.fixtures import TINY_CONFIG, class_folder, write_tiny_config
+from tests.fixtures import TINY_CONFIG, TestCase, write_tiny_config
 from tests.loopback_http import LoopbackServer, closed_port_url
 from tests.zip_archives import declaring, zip_bytes
 
@@ -55,12 +54,12 @@ def _zip_of(folder: Path, skip: str = "") -> bytes:
     return buffer.getvalue()
 
 
-class PresetsTest(tf.test.TestCase):
+class PresetsTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.work = class_folder(cls)
+        cls.work = cls.class_folder()
         cls.google_encoder, cls.hf_encoder = _encoder(1), _encoder(2)
         release = _google_folder(cls.work / GOOGLE_NAME, cls.google_encoder)
         cls.google_zip = _zip_of(release)
@@ -78,11 +77,11 @@ class PresetsTest(tf.test.TestCase):
         self.server.files[GOOGLE_PATH] = self.google_zip
         for name, content in self.hf_files.items():
             self.server.files[f"/{HF_ID}/resolve/main/{name}"] = content
-        self.cache = Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+        self.cache = self.tmp_path()
         self._environment(BERT_CACHE_DIR=str(self.cache), BERT_HF_URL=self.server.url,
                           BERT_GOOGLE_MODELS_URL=self.server.url + "/")
         # Relative names are looked up in the working folder first: make it an empty one.
-        self.enter_context(contextlib.chdir(tempfile.mkdtemp(dir=self.get_temp_dir())))
+        self.enter_context(contextlib.chdir(self.tmp_path()))
         self.enter_context(contextlib.redirect_stderr(io.StringIO()))  # progress lines
 
     def _environment(self, **values):

@@ -1,7 +1,5 @@
 """BertPretrainer: outputs per objective, the paper's losses against numpy, metrics, training."""
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -232,7 +230,7 @@ class PretrainerTest(harness.KerasTestCase):
                                      "next_sentence_accuracy"})
 
     def test_keras_file_and_config_round_trip(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         model = self.models["ltr"]
         path = str(tmp_path / "pretrainer.keras")
         model.save(path)

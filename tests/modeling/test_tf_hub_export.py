@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from modeling import BertConfig, BertEncoder, export_tf_hub, load_encoder, load_tokenizer
 from modeling.checkpoints import export_google_checkpoint
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import TINY_CONFIG, TestCase
 from text.sentence_pairs import pack_ids
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat",
@@ -67,12 +67,12 @@ def _tiny_release(folder: Path) -> Path:
     return folder
 
 
-class TfHubExportTest(tf.test.TestCase):
+class TfHubExportTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.source = _tiny_release(cls.root / "uncased_tiny")
         cls.exported = export_tf_hub(cls.source, cls.root / "hub", SEQUENCE_LENGTH)
 

@@ -33,6 +33,7 @@ from tasks.squad import SquadTask
 from tests.fixtures import TINY_CONFIG
 from tests.modeling.tiny_folder import VOCAB, WORDS, tiny_folder
 from text.sentence_pairs import pack_ids
+from text.whitespace_words import whitespace_words
 
 LENGTH = 16  # the exports' sequence length; the preprocessor layers take others too
 MAX_POSITIONS = TINY_CONFIG["max_position_embeddings"]
@@ -170,10 +171,13 @@ class Doors:
     def ids(self, texts: list) -> list[list[int]]:
         return self.tokenizer(_strings(texts)).to_list() if texts else []
 
-    def word_ids(self, sentences: list[list]) -> list[list[int]]:
-        """Each sentence's words tokenized alone, [UNK] for a word of none (the runners')."""
+    def word_ids(self, sentences: list[list], unknown: list[int] | None = None
+                 ) -> list[list[int]]:
+        """Each sentence's words tokenized alone; a word of none gets `unknown`: [UNK] as in
+        the tagging runners, or no position (`[]`) as in the SQuAD runner."""
+        unknown = [UNK] if unknown is None else unknown
         pieces = iter(self.ids([word for words in sentences for word in words]))
-        return [[piece for _ in words for piece in (next(pieces) or [UNK])]
+        return [[piece for _ in words for piece in (next(pieces) or unknown)]
                 for words in sentences]
 
     def packed(self, ids_a: list, ids_b: list | None, length: int) -> dict:
@@ -246,7 +250,7 @@ def words_case(doors: Doors, fuzz: Fuzzer) -> Case:
     if len(contexts) != size:
         return Case("pack_question_words", lambda: layer.pack_question_words(
             _strings(questions), _ragged(contexts)), None, MISMATCH, (questions, contexts))
-    expected = doors.packed(doors.ids(questions), doors.word_ids(contexts), length)
+    expected = doors.packed(doors.ids(questions), doors.word_ids(contexts, []), length)
     return Case("pack_question_words",
                 lambda: layer.pack_question_words(_strings(questions), _ragged(contexts))[0],
                 lambda out: check_packed(out, expected), None, (questions, contexts))
@@ -326,9 +330,12 @@ def span_case(doors: Doors, fuzz: Fuzzer) -> Case:
             if not answer:
                 assert (start, end) == (-1, -1), (start, end)
             elif isinstance(context, str):  # characters of valid UTF-8: Python's own indices
-                assert context[start:end] == answer.decode(), (context, start, end, answer)
+                # The runner's answer: the context's words there, joined by single spaces.
+                words = whitespace_words(context[start:end])[0]
+                assert " ".join(words) == answer.decode(), (context, start, end, answer)
             else:
-                assert 0 <= start <= end and answer in context, (start, end, answer)
+                joined = re.sub(rb"(?:[ \t\r\n]|\xe2\x80\xaf)+", b" ", context)
+                assert 0 <= start <= end and answer in joined, (start, end, answer)
     same = len(contexts) == size
     return Case("span: serve", lambda: doors.span(question=_strings(questions),
                                                   context=_strings(contexts)),

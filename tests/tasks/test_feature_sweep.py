@@ -9,13 +9,14 @@ import tensorflow as tf
 from core.arguments import FieldError
 from tasks.driver import sweep
 from tasks.tagging import FeatureTagging, Split, TaggingData, TaggingTask
+from tests.fixtures import TestCase
 from training.configs import OptimizationConfig, TrainingConfig
 
 
-class FeatureSweepTest(tf.test.TestCase):
+class FeatureSweepTest(TestCase):
 
     def _hooks(self, features: np.ndarray) -> FeatureTagging:
-        output_dir = self.create_tempdir().full_path
+        output_dir = str(self.tmp_path())
         task = TaggingTask(output_dir, mode="feature_based", do_train=True, do_eval=True,
                            lstm_units=4, learning_rates=(1e-2, 3e-2))
         hooks = FeatureTagging(task, None, TrainingConfig(output_dir, max_seq_length=8,

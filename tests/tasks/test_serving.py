@@ -7,7 +7,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from tasks.serving import ClassifierServing, export_classifier
-from tests.fixtures import class_folder
+from tests.fixtures import TestCase
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
 
@@ -31,13 +31,13 @@ def _expected(tokenizer, text_a, text_b):
     return [packed.input_ids, packed.input_mask, packed.segment_ids]
 
 
-class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
+class ServingPackingTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """One vocabulary and serving module for the class: every test reads, none changes it."""
         super().setUpClass()
-        root = class_folder(cls)
+        root = cls.class_folder()
         vocab = root / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",
                                     "mat", "a", "dog", "##s"]) + "\n", encoding="utf-8")

@@ -14,15 +14,16 @@ from absl.testing import parameterized
 
 from data_prep.datasets.conll import (build_windows, predictions_to_tags, read_conll,
                                       windows_to_arrays)
-from data_prep.datasets.squad import SquadExample, whitespace_words
+from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from modeling import BertConfig, BertSpanModel, BertTokenTagger, load_labels
 from tasks.serving_span import export_span_model
 from tasks.serving_tagging import export_tagger
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import TINY_CONFIG, TestCase
 from text.tokenization import FullTokenizer
+from text.whitespace_words import whitespace_words
 from training import finetuning
 
 WORDS = ["the", "cat", "##s", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "who",
@@ -38,12 +39,12 @@ SENTENCES = [["the", "cats", "sat", "on", "the", "mat"], ["a", "big", "dog", "ra
 LENGTH = 24
 
 
-class RawTextServingTest(tf.test.TestCase, parameterized.TestCase):
+class RawTextServingTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         (cls.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         cls.tokenizer = FullTokenizer(str(cls.root / "vocab.txt"))
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.arguments import FieldError
 from core.record_schema import RecordFeature, pretraining_record_schema
 from data_prep.pretraining.instances import (
     InstanceOptions,
@@ -238,13 +239,17 @@ class PretrainingInstancesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual((document_bounds, sentence_bounds, empty), ([0, 2, 3], [0, 3, 5, 9], 1))
 
     def test_options_reject_bad_values(self):
-        for bad, message in [({"max_predictions_per_seq": 200}, "--max_predictions_per_seq=200"),
-                             ({"max_seq_length": 4}, "--max_seq_length=4"),
-                             ({"mask_ratios": (0.8, 0.1, 0.2)}, "--mask_ratios"),
-                             ({"masked_lm_prob": 1.5}, "--masked_lm_prob"),
-                             ({"dupe_factor": 0}, "--dupe_factor")]:
-            with self.assertRaisesRegex(ValueError, message):
+        for bad, message in [({"max_predictions_per_seq": 200},
+                              r"^max_predictions_per_seq=200 must lie in \[0, max_seq_length=128\]"),
+                             ({"max_seq_length": 4}, "^max_seq_length=4"),
+                             ({"mask_ratios": (0.8, 0.1, 0.2)}, "^mask_ratios=0.8,0.1,0.2"),
+                             ({"masked_lm_prob": 1.5}, "^masked_lm_prob=1.5"),
+                             ({"dupe_factor": 0}, "^dupe_factor=0")]:
+            with self.assertRaises(FieldError) as raised:
                 InstanceOptions(**bad)
+            self.assertRegex(str(raised.exception), message)
+            field = message.removeprefix("^").partition("=")[0]
+            self.assertIn(f"--{field}=", raised.exception.render({field}))
 
     def test_serialized_records_parse_with_the_pretraining_schema(self):
         options = InstanceOptions(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
