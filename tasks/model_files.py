@@ -128,8 +128,8 @@ def _filled_from_checkpoint_folder(model_files: ModelFiles) -> ModelFiles:
     if files.do_lower_case is None and found_casing is not None:
         taken["do_lower_case"] = found_casing
     if taken:
-        logging.info("From --init_checkpoint=%s: %s", source, " ".join(
-            f"--{name}={str(value).lower() if isinstance(value, bool) else value}"
+        logging.info("From init_checkpoint=%s: %s", source, " ".join(
+            f"{name}={str(value).lower() if isinstance(value, bool) else value}"
             for name, value in taken.items()))
     files = dataclasses.replace(files, **taken)
     return dataclasses.replace(files, do_lower_case=files.do_lower_case is not False)

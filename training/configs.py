@@ -84,7 +84,7 @@ class OptimizationConfig:
         elif self.num_train_epochs is not None and examples is not None:
             updates = max(1, int(examples / batch_size * self.num_train_epochs))
         else:
-            raise ValueError("neither --num_train_steps nor --num_train_epochs says how long "
+            raise FieldError("neither {num_train_steps} nor {num_train_epochs} says how long "
                              "to train")
         warmup = (self.num_warmup_steps if self.num_warmup_steps is not None
                   else int(updates * self.warmup_proportion))
