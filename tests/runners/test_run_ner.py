@@ -143,16 +143,16 @@ class RunNerTest(TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "model.ckpt.index").exists())
         self.assertTrue((tmp_path / "valid_predictions.txt").exists())
 
-    def test_feature_based_with_document_context_caches_features_once(self):
+    def test_feature_based_sweep_with_document_context_caches_features_once(self):
         assets, tmp_path = self.assets, self.tmp_path()
         config, init_checkpoint = self.checkpoint
         cache = tmp_path / "cache"
         flags = {"mode": "feature_based", "bert_config_file": config,
                  "init_checkpoint": init_checkpoint, "feature_cache_dir": cache,
                  "feature_layers": "concat_last_four", "lstm_units": 16, "num_train_epochs": 20,
-                 "learning_rate": 1e-2, "document_context": True}
+                 "learning_rates": "1e-2,3e-2", "document_context": True}
         first = _run(assets, tmp_path, **flags)
-        self.assertIn("computing concat_last_four features", first.stderr)
+        self.assertLen(re.findall("computing concat_last_four features", first.stderr), 3)
         self.assertIn("valid: 8 sentences in 8 windows", first.stderr)
         files = sorted(os.listdir(cache))
         self.assertEqual([name.split("-")[0] for name in files], ["test", "train", "valid"])
@@ -161,8 +161,17 @@ class RunNerTest(TestCase, parameterized.TestCase):
         trained = read_eval_results(tmp_path / "eval_results.txt")
         self.assertGreater(trained["test_f1"], 0.3)
         self.assertTrue((tmp_path / "feature_tagger.weights.h5").exists())
+        # Both rates train on the features computed once; the best on dev is kept.
+        table = _sweep_table(tmp_path)
+        self.assertEqual([(row["learning_rate"], row["restart"], row["status"]) for row in table],
+                         [("0.01", "0", "finished"), ("0.03", "0", "finished")])
+        chosen = max(table, key=lambda row: float(row["dev_score"]))
+        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
+        self.assertEqual(chosen["chosen"], "*")
+        self.assertEqual(f"{trained['eval_f1']:.4f}", chosen["eval_f1"])
 
-        # A later run (here: evaluation with the saved tagger) finds every split in the cache.
+        # A later run (here: evaluation with the saved tagger, the chosen run's) finds every
+        # split in the cache and scores alike.
         second = _run(assets, tmp_path, **{**flags, "do_train": False})
         self.assertLen(re.findall(r"reusing cached features", second.stderr), 2)
         self.assertNotIn("computing", second.stderr)
@@ -223,29 +232,6 @@ class RunNerTest(TestCase, parameterized.TestCase):
                          [(row["learning_rate"], row["restart"], row["status"][:8],
                            row["eval_f1"]) for row in table])
         self.assertEqual({path: path.stat().st_mtime_ns for path in checkpoints}, checkpoints)
-
-    def test_feature_based_sweep_is_one_run_per_rate_and_restart(self):
-        assets, tmp_path = self.assets, self.tmp_path()
-        config, init_checkpoint = self.checkpoint
-        run_main("run_ner.py", _arguments(
-            assets, tmp_path, mode="feature_based", bert_config_file=config,
-            init_checkpoint=init_checkpoint, feature_layers="last", lstm_units=8,
-            num_train_epochs=3, learning_rates="1e-2,3e-2", num_restarts=2, do_predict=False))
-        table = _sweep_table(tmp_path)
-        self.assertEqual([(row["learning_rate"], row["restart"], row["status"]) for row in table],
-                         [(rate, restart, "finished") for rate in ("0.01", "0.03")
-                          for restart in ("0", "1")])
-        chosen = max(table, key=lambda row: float(row["dev_score"]))
-        self.assertEqual(chosen["chosen"], "*")
-        trained = read_eval_results(tmp_path / "eval_results.txt")
-        self.assertEqual(f"{trained['eval_f1']:.4f}", chosen["eval_f1"])
-        # The saved BiLSTM is the chosen run's: scored again without training, it scores alike.
-        run_main("run_ner.py", _arguments(
-            assets, tmp_path, mode="feature_based", bert_config_file=config,
-            init_checkpoint=init_checkpoint, feature_layers="last", lstm_units=8,
-            do_train=False, do_predict=False))
-        self.assertEqual(read_eval_results(tmp_path / "eval_results.txt")["eval_f1"],
-                         trained["eval_f1"])
 
     @parameterized.parameters(
         ("train", lambda text: _replace_line(text, 4, "Lives NNP O"),

@@ -4,6 +4,7 @@ import csv
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from core.arguments import FieldError
@@ -11,6 +12,8 @@ from tasks.driver import sweep
 from tasks.tagging import FeatureTagging, Split, TaggingData, TaggingTask
 from tests.fixtures import TestCase
 from training.configs import OptimizationConfig, TrainingConfig
+
+pytestmark = pytest.mark.slow  # two Keras fits of a BiLSTM
 
 
 class FeatureSweepTest(TestCase):
