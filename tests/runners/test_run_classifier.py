@@ -1,6 +1,5 @@
 """run_classifier.py end to end on tiny files in the GLUE layouts: sweep, metrics, outputs."""
 
-import csv
 import os
 import re
 import subprocess
@@ -175,17 +174,7 @@ class RunClassifierTest(TestCase, parameterized.TestCase):
         run_main("run_classifier.py", _arguments(
             self.sst2, tmp_path, learning_rates="2e-3,1e6", num_restarts=2, num_train_epochs=2,
             do_predict=False, export_saved_model=False, jit_compile=False))
-        with open(tmp_path / "sweep_results.tsv", encoding="utf-8") as reader:
-            table = list(csv.DictReader(reader, delimiter="\t"))
-        self.assertEqual([(row["learning_rate"], row["restart"]) for row in table],
-                         [("0.002", "0"), ("0.002", "1"), ("1e+06", "0"), ("1e+06", "1")])
-        self.assertEqual([row["status"] for row in table[:2]], ["finished"] * 2)
-        for row in table[2:]:  # a rate that diverges costs its rows, not the sweep
-            self.assertRegex(row["status"], r"\Adiverged at step \d+\Z")
-            self.assertEqual((row["dev_score"], row["chosen"]), ("nan", ""))
-        chosen = max(table[:2], key=lambda row: float(row["dev_score"]))
-        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
-        self.assertEqual(chosen["chosen"], "*")
+        table, chosen = self.check_sweep(tmp_path, "0.002", "1e+06")
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertEqual(f"{results['eval_accuracy']:.4f}", chosen["eval_accuracy"])
         for row in table[:2]:  # each run's dev scores at its last step, in its own folder

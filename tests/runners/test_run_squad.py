@@ -10,7 +10,6 @@ window, and one answer word is split into WordPieces by the vocabulary.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -211,17 +210,7 @@ class RunSquadTest(TestCase):
                                             learning_rates="1e-3,1e6", num_restarts=2,
                                             num_train_epochs=4, export_saved_model=False,
                                             jit_compile=False))
-        with open(tmp_path / "sweep" / "sweep_results.tsv", encoding="utf-8") as reader:
-            table = list(csv.DictReader(reader, delimiter="\t"))
-        self.assertEqual([(row["learning_rate"], row["restart"]) for row in table],
-                         [("0.001", "0"), ("0.001", "1"), ("1e+06", "0"), ("1e+06", "1")])
-        self.assertEqual([row["status"] for row in table[:2]], ["finished"] * 2)
-        for row in table[2:]:  # a rate that diverges costs its rows, not the sweep
-            self.assertRegex(row["status"], r"\Adiverged at step \d+\Z")
-            self.assertEqual((row["dev_score"], row["chosen"]), ("nan", ""))
-        chosen = max(table[:2], key=lambda row: float(row["dev_score"]))
-        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
-        self.assertEqual(chosen["chosen"], "*")
+        _, chosen = self.check_sweep(tmp_path / "sweep", "0.001", "1e+06")
         results = read_eval_results(tmp_path / "sweep" / "eval_results.txt")
         self.assertEqual(f"{results['f1']:.4f}", chosen["f1"])
         self.assertAllClose(float(chosen["dev_score"]), results["f1"] / 100, atol=1e-4, rtol=0)
