@@ -192,11 +192,11 @@ class RunNerTest(TestCase, parameterized.TestCase):
                              for name in saved), 6)
         tags = next(shape for name, shape in saved.items() if "/ner.Soutput_weights/" in name)
         self.assertEqual(tags[1], 8)  # the tags read both directions' 4 units
-        with self.assertRaisesRegex(ValueError, "^causal fine-tunes the left-to-right model"):
+        with self.assertRaisesRegex(ValueError, "^--causal fine-tunes the left-to-right model"):
             run_main("run_ner.py", _arguments(assets, tmp_path / "features", causal=True,
                                               mode="feature_based"))
         self.assertFalse((tmp_path / "features" / "eval_results.txt").exists())
-        with self.assertRaisesRegex(ValueError, "^bilstm_units is fine-tuned with the encoder"):
+        with self.assertRaisesRegex(ValueError, "^--bilstm_units is fine-tuned with the encoder"):
             run_main("run_ner.py", _arguments(assets, tmp_path / "lstm", bilstm_units=4,
                                               mode="feature_based"))
 
