@@ -63,6 +63,18 @@ def fill_empty_rows(rows: tf.RaggedTensor, fill: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(padded, keep)
 
 
+def trim_padding(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """Packed features without the trailing positions that are padding in every row.
+
+    A classifier's outputs do not depend on padded positions (their keys are
+    masked out of every attention), but each costs as much as a real one:
+    one sentence of 20 pieces packed to 128 is 6 times the work. Packing keeps
+    the training layout; the model is then run on the longest row's length.
+    """
+    longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))
+    return {name: value[..., :longest] for name, value in features.items()}
+
+
 def whitespace_words(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
                                                   tf.RaggedTensor]:
     """[batch] strings -> words [batch, (words)] and their start and end byte offsets."""
@@ -85,7 +97,7 @@ class ClassifierServing(RawTextServing):
         self.both_orders = getattr(model, "both_orders", False)
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = self._model(features, training=False)
+        logits = self._model(trim_padding(features), training=False)
         if self.is_regression:
             return {"score": logits}
         probabilities = tf.nn.softmax(logits, axis=-1)

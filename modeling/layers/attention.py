@@ -88,9 +88,12 @@ class SelfAttention(ConfigurableLayer):
         query_length = ops.shape(queries_from)[1]
 
         def heads(inputs, rows, kernel, kernel_bias, order):
-            projected = fast_paths.add_bias(ops.matmul(inputs, kernel), kernel_bias)
-            return ops.transpose(
-                ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order)
+            # A 2-D product: TensorFlow's oneDNN rewrite fuses the bias add into it.
+            flat = ops.reshape(inputs, (-1, self.hidden_size))
+            projected = fast_paths.add_bias(ops.matmul(flat, kernel), kernel_bias)
+            return fast_paths.transpose(
+                ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order,
+                training)
 
         query = heads(queries_from, query_length, self.query_kernel, self.query_bias,
                       (0, 2, 1, 3))  # [b, heads, q, size]
@@ -114,9 +117,10 @@ class SelfAttention(ConfigurableLayer):
                                                   axis=2)
                            if self.dropout.drops(training) else (None, None))
             context = fast_paths.attend(scores, value, keep, scale)
-        context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
-        context = ops.reshape(context, (batch, query_length, self.hidden_size))
+        context = fast_paths.transpose(context, (0, 2, 1, 3), training)  # [b, q, heads, size]
+        context = ops.reshape(context, (-1, self.hidden_size))
         output = fast_paths.add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
+        output = ops.reshape(output, (batch, query_length, self.hidden_size))
         if return_probabilities:
             return output, probabilities
         return output

@@ -1,9 +1,10 @@
 """Faster ways to compute what the plain Keras model computes, behind one switch.
 
 The layers in `modeling/layers/` are written as the plain model. Where that
-formulation was slow on a CPU, mostly inside XLA-compiled training steps,
-they call a function here instead, which computes the same quantity (but
-for float rounding) another way; each one says which plain formulation it
+formulation was slow on a CPU, inside XLA-compiled training steps or in
+TensorFlow's graph outside XLA (which serving runs, one kernel per op), they
+call a function here instead, which computes the same quantity (but for
+float rounding) another way; each one says which plain formulation it
 replaces and why that one was slow. The encoder also computes its last
 block only at the positions its callers read (`BertEncoder.call`).
 
@@ -119,6 +120,42 @@ def _add_bias_summed_by_product(inputs, bias):
         return upstream, tf.reshape(summed, tf.shape(bias))
 
     return inputs + bias, gradient
+
+
+def transpose(inputs, permutation: tuple[int, ...], training=None):
+    """`ops.transpose(inputs, permutation)`; in inference outside XLA, as a one-operand einsum.
+
+    TensorFlow's oneDNN build runs every `Transpose` as a oneDNN reorder,
+    whose set-up costs more than moving a small tensor: 60 us for the
+    [1, 128, 12, 32] heads of one sequence, where the einsum's Eigen copy
+    takes 10 us (attention has four per block). From about batch 32 the two
+    are equally fast, so training, at such batches, keeps the `Transpose`
+    (and its gradient). The values are the same, bit for bit.
+    """
+    if training or not enabled() or compiled_by_xla():
+        return ops.transpose(inputs, permutation)
+    axes = "abcdefgh"[:len(permutation)]
+    return tf.einsum(f"{axes}->{''.join(axes[axis] for axis in permutation)}", inputs)
+
+
+def layer_norm(layer, inputs):
+    """`layer(inputs)` for a float32 `keras.layers.LayerNormalization` over the last axis.
+
+    Keras writes the normalization as eight element-wise steps, three of them
+    over tensors of the input's full size; outside XLA each is a kernel and a
+    pass over memory. The fast path computes the same statistics and affine
+    map as one XLA-compiled function, one pass. (Float32 inputs only: under
+    a 16-bit policy Keras would hand the weights over in 16 bits.)
+    """
+    if not enabled() or compiled_by_xla() or inputs.dtype != tf.float32:
+        return layer(inputs)
+    return _normalized(inputs, layer.gamma.value, layer.beta.value, layer.epsilon)
+
+
+@functools.partial(tf.function, jit_compile=True)
+def _normalized(inputs, gamma, beta, epsilon):
+    mean, variance = tf.nn.moments(inputs, axes=[-1], keepdims=True)
+    return tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, epsilon)
 
 
 def attend_applies(compute_dtype: str) -> bool:

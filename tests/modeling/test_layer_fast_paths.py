@@ -1,6 +1,7 @@
 """The layers' fast paths compute what the plain formulation computes: outputs, gradients,
 dropout masks and the output positions a caller reads, eager and under XLA."""
 
+import contextlib
 import math
 from unittest import mock
 
@@ -25,6 +26,7 @@ from tests.modeling.layer_references import (
     B,
     H,
     S,
+    layer_norm,
     padded_mask,
     random_weights,
     reset_rng,
@@ -136,6 +138,63 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         op_types = {op.type for op in gradients.get_concrete_function().graph.get_operations()}
         self.assertFalse(op_types & {"ConcatV2", "StridedSlice", "StridedSliceGrad", "Einsum"})
         self.assertIn("BatchMatMulV2", op_types)
+
+    @parameterized.parameters([((0, 2, 1, 3),), ((0, 2, 3, 1),)])
+    def test_inference_transposes_are_einsums_with_the_same_values(self, permutation):
+        """Outside XLA in inference: an einsum, bit for bit the transpose; a Transpose else."""
+        x = tf.constant(RNG.normal(size=(B, S, HEADS, H // HEADS)).astype("float32"))
+
+        def traced(training):
+            function = tf.function(lambda: fast_paths.transpose(x, permutation, training))
+            types = {op.type for op in function.get_concrete_function().graph.get_operations()}
+            return function().numpy(), types
+
+        expected = np.transpose(x.numpy(), permutation)
+        values, types = traced(training=False)
+        self.assertAllEqual(values, expected)
+        self.assertIn("Einsum", types)
+        self.assertNotIn("Transpose", types)
+        for context, training in ((contextlib.nullcontext(), True), (fast_paths.disabled(), False)):
+            with context:
+                values, types = traced(training)
+            self.assertAllEqual(values, expected)
+            self.assertIn("Transpose", types)
+            self.assertNotIn("Einsum", types)
+
+    def test_layer_norm_fast_path_normalizes_as_the_keras_layer_in_one_compiled_call(self):
+        layer = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32")
+        layer.build((None, None, H))
+        layer.gamma.assign(RNG.normal(size=H).astype("float32"))
+        layer.beta.assign(RNG.normal(size=H).astype("float32"))
+        x = tf.constant((3 + 2 * RNG.normal(size=(B, S, H))).astype("float32"))
+        expected = layer_norm(x.numpy(), layer.gamma.numpy(), layer.beta.numpy())
+        function = tf.function(lambda inputs: fast_paths.layer_norm(layer, inputs))
+        self.assertAllClose(function(x), expected, rtol=1e-5, atol=1e-5)
+        graph = function.get_concrete_function(x).graph
+        types = {op.type for op in graph.get_operations()}
+        self.assertFalse(types & {"Mean", "SquaredDifference", "Rsqrt"}, types)  # in the call
+        with fast_paths.disabled():
+            plain = tf.function(lambda inputs: fast_paths.layer_norm(layer, inputs))
+            self.assertIn("SquaredDifference", {
+                op.type for op in plain.get_concrete_function(x).graph.get_operations()})
+        self.assertAllClose(fast_paths.layer_norm(layer, tf.cast(x, "bfloat16")),
+                            layer(tf.cast(x, "bfloat16")))  # 16-bit inputs: the layer itself
+
+    def test_inference_products_feed_their_bias_adds_directly(self):
+        """Each of a block's six products is 2-D and read by its bias add, with no reshape
+        between (TensorFlow's oneDNN rewrite fuses only that pattern)."""
+        block = TransformerBlock(H, HEADS, FFN)
+        block.build()
+        x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        bias = attention_bias(padded_mask())
+        function = tf.function(lambda: block(x, bias, training=False))
+        products = [op for op in function.get_concrete_function().graph.get_operations()
+                    if op.type == "MatMul"]
+        self.assertLen(products, 6)
+        for product in products:
+            self.assertEqual(product.outputs[0].shape.rank, 2, product.name)
+            self.assertIn("AddV2", [consumer.type for consumer in product.outputs[0].consumers()],
+                          product.name)
 
     def test_attend_gradient_equals_the_softmax_dropout_product_chain(self):
         """The softmax's row sums taken from the context give the same gradients."""

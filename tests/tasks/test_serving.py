@@ -45,9 +45,15 @@ class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
         cls.module = ClassifierServing(_EchoesInputs(), cls.tokenizer, LENGTH, labels=None)
 
     def _assert_packed_as_in_training(self, served, pairs):
-        for row, (text_a, text_b) in enumerate(pairs):
+        """Training's packing, without the padding columns that no row of the batch uses."""
+        expected = [_expected(self.tokenizer, text_a, text_b) for text_a, text_b in pairs]
+        longest = max(sum(mask) for _, mask, _ in expected)
+        self.assertEqual(served.shape[-1], longest)
+        for row, pair in enumerate(pairs):
+            self.assertTrue(all(value == 0 for column in expected[row]
+                                for value in column[longest:]), pair)
             self.assertEqual(served[row].astype(int).tolist(),
-                             _expected(self.tokenizer, text_a, text_b), (text_a, text_b))
+                             [column[:longest] for column in expected[row]], pair)
 
     def test_pairs_pack_as_in_training(self):
         pairs = [("the cat sat", ""), ("the cat sat", "  "), ("the cat sat on the mat", "a dog"),
@@ -69,6 +75,12 @@ class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
         self._assert_packed_as_in_training(served, pairs)
         cat, sat, dog = (self.tokenizer.vocab[word] for word in ("cat", "sat", "dog"))
         self.assertEqual(served[0][0].astype(int).tolist()[:7], [2, 4, cat, sat, 3, 9, dog])
+
+    def test_a_batch_is_served_at_its_longest_rows_length(self):
+        short, longer = ["the cat"], ["the cat", "the cat sat on the mat"]
+        self.assertEqual(self.module.serve_single(tf.constant(short))["score"].shape, (1, 3, 4))
+        self.assertEqual(self.module.serve_single(tf.constant(longer))["score"].shape,
+                         (2, 3, 8))  # [CLS] 6 words [SEP] fill the 8 positions
 
     def test_exported_model_packs_as_in_training(self):
         """The packing survives export: the reloaded signature runs it from the SavedModel graph."""
