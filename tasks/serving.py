@@ -21,6 +21,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from core.saved_models import KerasCall, write_saved_model
+from modeling.layers import fast_paths
 from modeling.pretrained import LABELS_FILE
 from text.sentence_pairs import pack_ragged
 
@@ -85,7 +86,8 @@ def export(module: RawTextServing, path: str, signatures: dict) -> str:
     """Writes the SavedModel to `path` (replacing it, whole) with `labels.txt` inside."""
     labels = [label.decode("utf-8") for label in module.labels.numpy().tolist()]
     files = {LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else {}
-    return write_saved_model(module, path, signatures, extra_files=files)
+    with fast_paths.for_varying_shapes():  # requests come at any batch size and length
+        return write_saved_model(module, path, signatures, extra_files=files)
 
 
 class ClassifierServing(RawTextServing):

@@ -60,8 +60,29 @@ def disabled() -> Iterator[None]:
         _enabled = previous
 
 
+_compile_separately = True
+
+
+@contextlib.contextmanager
+def for_varying_shapes() -> Iterator[None]:
+    """Within this block, `xla_compiled` functions are traced uncompiled (not thread-safe).
+
+    XLA compiles a function anew for every input shape it meets, about
+    0.1 s on a CPU the first time: nothing in training, whose batches keep
+    one shape, but a pause on every new batch size and length in a graph
+    that serves requests as they come (`tasks.serving` runs its models at
+    each batch's own length). Such graphs are traced in this block.
+    """
+    global _compile_separately
+    previous, _compile_separately = _compile_separately, False
+    try:
+        yield
+    finally:
+        _compile_separately = previous
+
+
 def xla_compiled(function: Callable) -> Callable:
-    """`function`, compiled by XLA on its own when fast paths are on.
+    """`function`, compiled by XLA on its own when fast paths are on (see `for_varying_shapes`).
 
     For element-wise chains such as GELU (a dozen kernels forward and more
     backward, each a pass over the network's largest activation) and the
@@ -72,7 +93,7 @@ def xla_compiled(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def call(*args):
-        return compiled(*args) if enabled() else function(*args)
+        return compiled(*args) if enabled() and _compile_separately else function(*args)
 
     return call
 
@@ -144,10 +165,12 @@ def layer_norm(layer, inputs):
     Keras writes the normalization as eight element-wise steps, three of them
     over tensors of the input's full size; outside XLA each is a kernel and a
     pass over memory. The fast path computes the same statistics and affine
-    map as one XLA-compiled function, one pass. (Float32 inputs only: under
-    a 16-bit policy Keras would hand the weights over in 16 bits.)
+    map in one XLA-compiled function (one kernel), where `xla_compiled`
+    functions are (not in `for_varying_shapes`). Float32 inputs only: under
+    a 16-bit policy Keras would hand the weights over in 16 bits.
     """
-    if not enabled() or compiled_by_xla() or inputs.dtype != tf.float32:
+    if (not enabled() or not _compile_separately or compiled_by_xla()
+            or inputs.dtype != tf.float32):
         return layer(inputs)
     return _normalized(inputs, layer.gamma.value, layer.beta.value, layer.epsilon)
 

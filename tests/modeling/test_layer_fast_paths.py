@@ -173,10 +173,11 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         graph = function.get_concrete_function(x).graph
         types = {op.type for op in graph.get_operations()}
         self.assertFalse(types & {"Mean", "SquaredDifference", "Rsqrt"}, types)  # in the call
-        with fast_paths.disabled():
-            plain = tf.function(lambda inputs: fast_paths.layer_norm(layer, inputs))
-            self.assertIn("SquaredDifference", {
-                op.type for op in plain.get_concrete_function(x).graph.get_operations()})
+        for context in (fast_paths.disabled(), fast_paths.for_varying_shapes()):
+            with context:
+                plain = tf.function(lambda inputs: fast_paths.layer_norm(layer, inputs))
+                self.assertIn("SquaredDifference", {
+                    op.type for op in plain.get_concrete_function(x).graph.get_operations()})
         self.assertAllClose(fast_paths.layer_norm(layer, tf.cast(x, "bfloat16")),
                             layer(tf.cast(x, "bfloat16")))  # 16-bit inputs: the layer itself
 

@@ -2,10 +2,13 @@
 
 import os
 import stat
+from unittest import mock
 
 import tensorflow as tf
 from absl.testing import parameterized
 
+from modeling.layers.activations import get_activation
+from tasks import serving
 from tasks.serving import ClassifierServing, export_classifier
 from tests.fixtures import class_folder
 from text.sentence_pairs import pack
@@ -22,6 +25,14 @@ class _EchoesInputs:
 
     def __call__(self, features, training=False):
         return tf.cast(tf.stack([features[key] for key in KEYS], axis=1), tf.float32)
+
+
+def _gelu_is_compiled_separately() -> bool:
+    """Whether GELU traced now is a call of its own XLA-compiled function (no inline ops)."""
+    x = tf.zeros([2, 3])
+    function = tf.function(lambda: get_activation("gelu")(x))
+    types = {op.type for op in function.get_concrete_function().graph.get_operations()}
+    return not types & {"Erf", "Erfc"}
 
 
 def _expected(tokenizer, text_a, text_b):
@@ -92,6 +103,20 @@ class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
             text_a=tf.constant([a for a, _ in pairs]),
             text_b=tf.constant([b for _, b in pairs]))["score"].numpy()
         self._assert_packed_as_in_training(served, pairs)
+
+    def test_exports_are_traced_without_separately_compiled_functions(self):
+        """XLA would compile those anew for every batch size and length a request brings."""
+        traced_compiled = []
+
+        def record(module, path, signatures, extra_files):
+            traced_compiled.append(_gelu_is_compiled_separately())
+            return path
+
+        with mock.patch.object(serving, "write_saved_model", side_effect=record):
+            export_classifier(_EchoesInputs(), self.tokenizer, LENGTH, None, pair=False,
+                              path=os.path.join(self.create_tempdir().full_path, "exported"))
+        self.assertEqual(traced_compiled, [False])
+        self.assertTrue(_gelu_is_compiled_separately())  # elsewhere, as before
 
     @parameterized.parameters((0o022, 0o755), (0o077, 0o700))
     def test_exported_folders_follow_the_umask(self, mask, expected):
