@@ -15,9 +15,11 @@ TensorFlow or any peer installed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
@@ -200,6 +202,48 @@ def render_report(title: str, description: str, info: dict[str, str],
     if notes:
         parts += ["", "## Notes", ""] + [f"- {note}" for note in notes]
     return "\n".join(parts) + "\n"
+
+
+class WorkerProcess:
+    """A benchmarked system in a process of its own, which answers each request line with one
+    JSON line on its stdout.
+
+    Its stderr goes to `log_path`; a worker that exits before answering
+    raises with the log's tail, so a crash in another environment reads as
+    what it was.
+    """
+
+    def __init__(self, name: str, command: Sequence[str], log_path: Path, environment: dict,
+                 cwd: Path):
+        self.name = name
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            text=True, env=environment, cwd=cwd)
+
+    def receive(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            self.log.flush()
+            tail = Path(self.log.name).read_text()[-3000:]
+            raise RuntimeError(f"{self.name} worker exited ({self.process.returncode}):\n{tail}")
+        return json.loads(line)
+
+    def request(self, line: str) -> dict:
+        """Sends one request line and returns the answer."""
+        try:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it has exited: `receive` says how
+        return self.receive()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=120)
+        self.log.close()
 
 
 def write_report(name: str, report: str, results_dir: Path = RESULTS_DIR) -> Path:

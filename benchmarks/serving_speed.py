@@ -245,16 +245,16 @@ def command_line(argv: Sequence[str], executable: str, root: Path = ROOT) -> str
 
 # ----------------------------------------------------------------------------- workers
 
-class Worker:
+class Worker(harness.WorkerProcess):
     """One system's process (`benchmarks/serving_workers.py`); `ask` sends one request."""
 
     def __init__(self, name: str, spec: dict, log_dir: Path):
         from benchmarks import serving_models
 
         setup = SYSTEMS[name]
-        system = setup.system
-        spec = dict(spec, system=system, int8=setup.int8, xla=setup.xla, spin=setup.spin)
-        if system == "ours":
+        spec = dict(spec, system=setup.system, int8=setup.int8, xla=setup.xla,
+                    spin=setup.spin)
+        if setup.system == "ours":
             python = Path(sys.executable)
             # This checkout's code (or the baseline's), whatever the environment has installed.
             root = spec.pop("root", str(ROOT))
@@ -263,35 +263,15 @@ class Worker:
                                    filter(None, [root, os.environ.get("PYTHONPATH")])))
         else:
             python, environment = serving_models.ref_python(), serving_models.ref_environment()
-        self.name = name
-        self.log = open(log_dir / f"{spec['kind']}-{name}.log", "w")
-        self.process = subprocess.Popen(
-            [str(python), str(serving_models.WORKERS), f"--worker={json.dumps(spec)}"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-            env=environment, cwd=ROOT)
+        super().__init__(name, [str(python), str(serving_models.WORKERS),
+                                f"--worker={json.dumps(spec)}"],
+                         log_dir / f"{spec['kind']}-{name}.log", environment, ROOT)
         self.ready = self.receive()
         print(f"  {setup.label}: " + ("ready" if self.ready["available"]
-                                else f"{UNAVAILABLE} ({self.ready['note']})"), flush=True)
-
-    def receive(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line:
-            self.process.wait()
-            self.log.flush()
-            tail = Path(self.log.name).read_text()[-3000:]
-            raise RuntimeError(f"{self.name} worker exited ({self.process.returncode}):\n{tail}")
-        return json.loads(line)
+                                      else f"{UNAVAILABLE} ({self.ready['note']})"), flush=True)
 
     def ask(self, request: dict) -> dict:
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        return self.receive()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            self.process.wait(timeout=120)
-        self.log.close()
+        return self.request(json.dumps(request))
 
 
 def start_workers(names: Sequence[str], spec: dict, log_dir: Path,
