@@ -457,7 +457,12 @@ class Worker(harness.WorkerProcess):
                                   f"--cases={case_name}", f"--precision={precision}",
                                   f"--warmup={warmup}"],
                          log_dir / f"{case_name}-{system}.log",
-                         dict(os.environ, OMP_WAIT_POLICY="PASSIVE"), ROOT)
+                         # The torch environment has not installed this project: the worker
+                         # imports `benchmarks.harness` from this checkout.
+                         dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
+                              PYTHONPATH=os.pathsep.join(
+                                  filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))),
+                         ROOT)
 
     def round(self, steps: int) -> dict:
         return self.request(str(steps))
