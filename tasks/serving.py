@@ -86,7 +86,7 @@ def export(module: RawTextServing, path: str, signatures: dict) -> str:
     """Writes the SavedModel to `path` (replacing it, whole) with `labels.txt` inside."""
     labels = [label.decode("utf-8") for label in module.labels.numpy().tolist()]
     files = {LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else {}
-    with fast_paths.for_varying_shapes():  # requests come at any batch size and length
+    with fast_paths.serving():
         return write_saved_model(module, path, signatures, extra_files=files)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from modeling.layers import fast_paths
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
@@ -54,5 +53,5 @@ class BertEmbeddings(ConfigurableLayer):
         embeddings = (ops.take(self.word_embeddings, input_ids, axis=0)
                       + ops.take(self.token_type_embeddings, segment_ids, axis=0)
                       + ops.expand_dims(self.position_embeddings[:seq_length], 0))
-        embeddings = fast_paths.layer_norm(self.layer_norm, embeddings)
+        embeddings = self.layer_norm(embeddings)
         return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)

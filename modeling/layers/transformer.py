@@ -6,7 +6,6 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling.layers import fast_paths
 from modeling.layers.activations import get_activation
 from modeling.layers.attention import SelfAttention
 from modeling.layers.dense import Dense
@@ -81,9 +80,8 @@ class TransformerBlock(ConfigurableLayer):
         attended = self.attention_dropout(attended, training=training,
                                           output_positions=output_positions,
                                           full_shape=every_position)
-        hidden_states = ops.cast(
-            fast_paths.layer_norm(self.attention_layer_norm, hidden_states + attended),
-            self.compute_dtype)
+        hidden_states = ops.cast(self.attention_layer_norm(hidden_states + attended),
+                                 self.compute_dtype)
         # 2-D products, into which TensorFlow's oneDNN rewrite fuses the bias adds.
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
         expanded = ops.reshape(self.output_dense(self.intermediate(rows)),
@@ -91,8 +89,7 @@ class TransformerBlock(ConfigurableLayer):
         expanded = self.output_dropout(expanded, training=training,
                                        output_positions=output_positions,
                                        full_shape=every_position)
-        output = ops.cast(fast_paths.layer_norm(self.output_layer_norm, hidden_states + expanded),
-                          self.compute_dtype)
+        output = ops.cast(self.output_layer_norm(hidden_states + expanded), self.compute_dtype)
         if return_probabilities:
             return output, probabilities
         return output

@@ -26,7 +26,6 @@ from tests.modeling.layer_references import (
     B,
     H,
     S,
-    layer_norm,
     padded_mask,
     random_weights,
     reset_rng,
@@ -161,41 +160,36 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
             self.assertIn("Transpose", types)
             self.assertNotIn("Einsum", types)
 
-    def test_layer_norm_fast_path_normalizes_as_the_keras_layer_in_one_compiled_call(self):
-        layer = keras.layers.LayerNormalization(epsilon=1e-12, dtype="float32")
-        layer.build((None, None, H))
-        layer.gamma.assign(RNG.normal(size=H).astype("float32"))
-        layer.beta.assign(RNG.normal(size=H).astype("float32"))
-        x = tf.constant((3 + 2 * RNG.normal(size=(B, S, H))).astype("float32"))
-        expected = layer_norm(x.numpy(), layer.gamma.numpy(), layer.beta.numpy())
-        function = tf.function(lambda inputs: fast_paths.layer_norm(layer, inputs))
-        self.assertAllClose(function(x), expected, rtol=1e-5, atol=1e-5)
-        graph = function.get_concrete_function(x).graph
-        types = {op.type for op in graph.get_operations()}
-        self.assertFalse(types & {"Mean", "SquaredDifference", "Rsqrt"}, types)  # in the call
-        for context in (fast_paths.disabled(), fast_paths.for_varying_shapes()):
-            with context:
-                plain = tf.function(lambda inputs: fast_paths.layer_norm(layer, inputs))
-                self.assertIn("SquaredDifference", {
-                    op.type for op in plain.get_concrete_function(x).graph.get_operations()})
-        self.assertAllClose(fast_paths.layer_norm(layer, tf.cast(x, "bfloat16")),
-                            layer(tf.cast(x, "bfloat16")))  # 16-bit inputs: the layer itself
-
     def test_inference_products_feed_their_bias_adds_directly(self):
         """Each of a block's six products is 2-D and read by its bias add, with no reshape
-        between (TensorFlow's oneDNN rewrite fuses only that pattern)."""
+        between (TensorFlow's oneDNN rewrite fuses only that pattern); traced for serving,
+        the adds are `BiasAdd`s and the GELU after the first feed-forward product is inline,
+        and the block computes what it computes otherwise."""
         block = TransformerBlock(H, HEADS, FFN)
         block.build()
         x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
         bias = attention_bias(padded_mask())
-        function = tf.function(lambda: block(x, bias, training=False))
-        products = [op for op in function.get_concrete_function().graph.get_operations()
-                    if op.type == "MatMul"]
-        self.assertLen(products, 6)
-        for product in products:
-            self.assertEqual(product.outputs[0].shape.rank, 2, product.name)
-            self.assertIn("AddV2", [consumer.type for consumer in product.outputs[0].consumers()],
-                          product.name)
+
+        def traced():
+            function = tf.function(lambda: block(x, bias, training=False))
+            return function.get_concrete_function().graph.get_operations(), function()
+
+        for context, add, compiled_gelu in ((contextlib.nullcontext(), "AddV2", True),
+                                            (fast_paths.serving(), "BiasAdd", False)):
+            with context:
+                operations, output = traced()
+            products = [op for op in operations if op.type == "MatMul"]
+            self.assertLen(products, 6)
+            for product in products:
+                self.assertEqual(product.outputs[0].shape.rank, 2, product.name)
+                self.assertIn(add, [consumer.type for consumer in product.outputs[0].consumers()],
+                              product.name)
+            types = {op.type for op in operations}
+            self.assertEqual("PartitionedCall" in types, compiled_gelu)
+            self.assertEqual(bool(types & {"Erf", "Erfc"}), not compiled_gelu)
+            if compiled_gelu:
+                expected = output
+        self.assertAllClose(output, expected, rtol=1e-5, atol=1e-5)
 
     def test_attend_gradient_equals_the_softmax_dropout_product_chain(self):
         """The softmax's row sums taken from the context give the same gradients."""
