@@ -11,9 +11,10 @@ its label, on the fine-tuned MiniLM sentiment classifiers, over the same
 dev-set sentences in every system. (3) Each system's accuracy on the
 1,000-sentence Pang & Lee dev set.
 
-Systems: ours in float32, through one `tf.function` without and with XLA
-(the better counts), and after `model.quantize("int8")` when this build
-can quantize the model; end to end, our SavedModel on strings as
+Systems: ours in float32, through one `tf.function` for any batch and
+length, traced as served graphs are (`modeling.layers.fast_paths.serving`),
+without and with XLA (the better counts), and after
+`model.quantize("int8")` when this build can quantize the model; end to end, our SavedModel on strings as
 `run_classifier.py` exports it (`tasks.serving.export_classifier`), which
 packs to the fine-tuning's 64 tokens and runs the model at the longest
 row's length. ONNX Runtime on the Hugging Face folder exported by
@@ -326,7 +327,8 @@ def measure_encoders(model: str, folder: Path, onnx: Path, rounds: int, log_dir:
     return seconds, cpu_seconds
 
 
-def measure_text(parts: Sequence[str], rounds: int, log_dir: Path, notes: dict[str, str]
+def measure_text(parts: Sequence[str], rounds: int, log_dir: Path, notes: dict[str, str],
+                 baseline: str | None = None
                  ) -> tuple[dict[str, list[float] | None], dict[str, float | None]]:
     """Per-sentence latencies (interleaved rounds) and dev accuracy of every text system."""
     from benchmarks import serving_models
@@ -336,15 +338,16 @@ def measure_text(parts: Sequence[str], rounds: int, log_dir: Path, notes: dict[s
     onnx = serving_models.onnx_models(hf, f"hf_minilm_pang_lee_{serving_models.RECIPE}",
                                       "classifier")
     print("fine-tuned MiniLM sentiment classifiers: latency and accuracy", flush=True)
-    latencies: dict[str, list[float] | None] = {name: None for name in TEXT_SYSTEMS}
+    names = TEXT_SYSTEMS + (("baseline",) if baseline else ())
+    latencies: dict[str, list[float] | None] = {name: None for name in names}
     accuracies: dict[str, float | None] = {name: None for name in ACCURACY_SYSTEMS}
     workers = {}
     try:
-        for name in TEXT_SYSTEMS:
+        for name in names:
             folder = ours if SYSTEMS[name].system == "ours" else hf
             workers.update(start_workers([name], {
                 "kind": "text", "folder": str(folder), "onnx": str(onnx), "length": LENGTH,
-                "dev": str(serving_models.dev_file())}, log_dir, notes))
+                "dev": str(serving_models.dev_file()), "baseline": baseline}, log_dir, notes))
         if "latency" in parts:
             for index in range(rounds):
                 for name, worker in workers.items():
@@ -400,10 +403,13 @@ def report(results: dict, info: dict[str, str]) -> str:
     if results.get("latency"):
         parts += ["", "## End-to-end latency: one raw sentence to its label (batch 1)", "",
                   latency_table(results["latency"])]
+        if results.get("baseline"):
+            parts += ["", f"The baseline checkout ({results['baseline']}) exports the "
+                      "classifier with its own code."]
     if results.get("accuracy"):
         parts += ["", "## Accuracy on Pang & Lee's dev set (1,000 sentences)", "",
                   accuracy_table(results["accuracy"], results["reported"])]
-    if results.get("baseline"):
+    if results.get("baseline") and results.get("encoder"):
         parts += ["", "## This checkout against the baseline checkout", "",
                   f"Our float32 encoder from {results['baseline']}, in the same rounds "
                   "(sequences/s, the better of plain and XLA).", "",
@@ -448,10 +454,10 @@ def main() -> None:
     load_before = os.getloadavg()
     results: dict = {"notes": {}}
     with tempfile.TemporaryDirectory(prefix="serving-speed-logs-") as logs:
+        if args.baseline:
+            results["baseline"] = f"`{os.path.basename(os.path.abspath(args.baseline))}`"
         if "encoder" in parts:
             results["encoder"], results["encoder_cpu"] = {}, {}
-            if args.baseline:
-                results["baseline"] = f"`{os.path.basename(os.path.abspath(args.baseline))}`"
             for model in models:
                 folder = minilm_dir() if model == "minilm" else serving_models.bert_base()
                 onnx = serving_models.onnx_models(folder, f"{model}_encoder")
@@ -465,7 +471,7 @@ def main() -> None:
                 results["encoder_cpu"].update(cpu_seconds)
         if "latency" in parts or "accuracy" in parts:
             results["latency"], results["accuracy"] = measure_text(
-                parts, args.rounds, Path(logs), results["notes"])
+                parts, args.rounds, Path(logs), results["notes"], args.baseline)
             if "latency" not in parts:
                 del results["latency"]
             if "accuracy" not in parts:

@@ -20,6 +20,7 @@ standard library is imported at the top, so either environment can run it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -87,18 +88,28 @@ def quantize_int8(model) -> str:
 
 
 def ours_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
-    """Our encoder from `folder` through one `tf.function` (XLA if `xla`), int8 if asked."""
+    """Our encoder from `folder` through one `tf.function` (XLA if `xla`), int8 if asked.
+
+    The function takes any batch and length and is traced as a server traces
+    its graph (`fast_paths.serving`), where the checkout has that (a baseline
+    checkout may predate it).
+    """
     tf = _tensorflow()
+    from modeling.layers import fast_paths
     from modeling.pretrained import load_encoder
 
     encoder = load_encoder(spec["folder"])
     note = quantize_int8(encoder) if spec.get("int8") else ""
+    ids = tf.TensorSpec([None, None], tf.int32)
 
-    @tf.function(jit_compile=spec.get("xla", False))
+    @tf.function(input_signature=[ids, ids, ids], jit_compile=spec.get("xla", False))
     def forward(ids, mask, segments):
         outputs = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments},
                           training=False)
         return outputs["sequence_output"], outputs["pooled_output"]
+
+    with getattr(fast_paths, "serving", contextlib.nullcontext)():
+        forward = forward.get_concrete_function()
 
     def call(arrays: dict) -> None:
         for output in forward(*(tf.constant(arrays[name], tf.int32) for name in ONNX_INPUTS)):
