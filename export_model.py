@@ -16,15 +16,23 @@ Hugging Face folder, this project's pre-training or fine-tuning
 
 The Google and Hugging Face layouts hold the pre-trained network (with its
 masked-LM and next-sentence heads when the source has them); fine-tuned
-heads are listed in the log and left out. `--output_dir` is replaced whole,
-only once the export is complete. See `modeling/exports.py`.
+heads are listed in the log and left out.
+
+`--output_dir` must be a new or empty folder, or one an earlier export of
+the same `--format` wrote (its `export_owner.json` says so); that one is
+replaced whole, once the new export is complete. Anything else (the source,
+a folder holding it, a folder of other files, an export of another format,
+a file) is refused in one line before any weights are loaded, and nothing
+is written. A full disk or a file-size limit also ends in one line, naming
+the file, and leaves no output. See `modeling/exports.py`.
 """
 
 from __future__ import annotations
 
 from absl import flags, logging
 
-from cli import entry
+from core import program
+from core.export_folder import check_export_folder
 from modeling.exports import FORMATS, export_model
 
 FLAGS = flags.FLAGS
@@ -37,8 +45,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string("source", None, "The model: a Google, Hugging Face or own folder.",
                         **into)
     flags.DEFINE_string("format", None, f"Layout to write: {', '.join(FORMATS)}.", **into)
-    flags.DEFINE_string("output_dir", None, "Folder to write (replaced whole if it exists).",
-                        **into)
+    flags.DEFINE_string("output_dir", None, "Folder to write: new, empty, or an earlier export "
+                        "of the same --format (replaced whole).", **into)
     flags.DEFINE_integer("sequence_length", 128, "tf_hub: positions the preprocessor pads to "
                          "(its bert_pack_inputs takes a length of its own).", **into)
     flags.DEFINE_bool("do_lower_case", None, "Lowercase and strip accents (default: what the "
@@ -51,6 +59,10 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     for name in ("source", "format", "output_dir"):
         if not values[name].value:
             raise ValueError(f"--{name} is required")
+    if values.format not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {values.format!r}")
+    check_export_folder(values.output_dir, values.format, [values.source],
+                        argument="--output_dir")
     path = export_model(values.source, values.output_dir, values.format,
                         values.sequence_length, values.do_lower_case)
     logging.info("Wrote %s (%s)", path, values.format)
@@ -59,7 +71,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-export-model` command: the same as running this file."""
-    entry.run_command(define_flags, main, __name__)
+    program.run_command(define_flags, main, __name__, rerun="rerun the same command")
 
 
 if __name__ == "__main__":

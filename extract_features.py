@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from absl import flags
 
-from cli import entry, runner_flags
+from cli import runner_flags
+from core import program
 from tasks import features
 
 FLAGS = flags.FLAGS
@@ -44,7 +45,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-extract-features` command: the same as running this file."""
-    entry.run_command(define_flags, main, __name__)
+    program.run_command(define_flags, main, __name__)
 
 
 if __name__ == "__main__":

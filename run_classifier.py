@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from absl import flags
 
-from cli import entry, runner_flags
+from cli import runner_flags
+from core import program
 from tasks import classification
 
 FLAGS = flags.FLAGS
@@ -97,7 +98,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-run-classifier` command: the same as running this file."""
-    entry.run_command(define_flags, main, __name__)
+    program.run_command(define_flags, main, __name__)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from absl import flags
 
-from cli import entry, runner_flags
+from cli import runner_flags
+from core import program
 from modeling.feature_tagger import FEATURE_LAYERS
 from tasks import tagging
 
@@ -101,7 +102,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-run-ner` command: the same as running this file."""
-    entry.run_command(define_flags, main, __name__)
+    program.run_command(define_flags, main, __name__)
 
 
 if __name__ == "__main__":

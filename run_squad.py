@@ -45,7 +45,8 @@ import json
 
 from absl import flags
 
-from cli import entry, runner_flags
+from cli import runner_flags
+from core import program
 from tasks import squad
 
 FLAGS = flags.FLAGS
@@ -99,7 +100,7 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
 
 def console_main() -> None:
     """The installed `bert-run-squad` command: the same as running this file."""
-    entry.run_command(define_flags, main, __name__)
+    program.run_command(define_flags, main, __name__)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import harness  # noqa: E402
-from core import atomic  # noqa: E402
+from core import atomic, extras  # noqa: E402
 from data_prep.corpora.assets import minilm_dir  # noqa: E402
 from data_prep.corpora.pang_lee_polarity import sst2_layout_dir  # noqa: E402
 
@@ -102,9 +102,10 @@ def summary_rows(runs: dict[str, dict], seeds: list[int]) -> list[list[str]]:
 
 def plot(runs: dict[str, dict], seeds: list[int], path: Path) -> None:
     """One point per seed and configuration, with the mean +- std beside each column."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with extras.needed("benchmarks"):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(8, 4.5))
     for position, configuration in enumerate(CONFIGURATIONS):

@@ -17,13 +17,16 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
+from core import extras  # noqa: E402
 from modeling.config import BertConfig  # noqa: E402
 from modeling.encoder import BertEncoder  # noqa: E402
+
+with extras.needed("benchmarks"):
+    import keras_hub
 
 SEQUENCE_LENGTH = 128
 

@@ -42,15 +42,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
-import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
+from core import extras  # noqa: E402
 from modeling.config import BertConfig  # noqa: E402
 from modeling.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
-from modeling.pretrainer import BertPretrainer, pretraining_losses  # noqa: E402
+from modeling.pretrainer import BertPretrainer  # noqa: E402
 from training.input_pipeline import pretraining_dataset  # noqa: E402
 from training.loop import Trainer  # noqa: E402
+
+with extras.needed("benchmarks"):
+    import keras_hub
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -80,8 +83,8 @@ def train_ours(args, config: BertConfig, data, evaluate) -> list[float]:
     optimizer = create_optimizer(args.learning_rate, args.steps, args.warmup)
     scratch = tempfile.TemporaryDirectory(prefix="peer-check-")
     trainer = Trainer(model, optimizer, tf.distribute.get_strategy(),
-                      lambda features, outputs: pretraining_losses(features, outputs, "mlm"),
-                      scratch.name, jit_compile=True)
+                      model.pretraining_losses, scratch.name, jit_compile=True)
+    trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(data)
 
     class _Same:  # hands the one iterator to every train() call, so the batches continue
@@ -151,9 +154,10 @@ def report(args, curves: dict[str, list[float]], seconds: dict[str, float], argv
 
 
 def plot(args, curves: dict[str, list[float]], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with extras.needed("benchmarks"):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     steps = list(range(args.eval_every, args.steps + 1, args.eval_every))
     figure, axis = plt.subplots(figsize=(6, 4))
     for name, curve in curves.items():

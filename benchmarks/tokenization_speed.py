@@ -22,14 +22,17 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
+from core import extras  # noqa: E402
 from data_prep.corpora.assets import minilm_dir  # noqa: E402
 from data_prep.corpora.builtin_corpus import news_sample_path  # noqa: E402
 from data_prep.corpora.builtin_corpus import wikipedia_sample_path
 from text.text_files import read_utf8_lines  # noqa: E402
 from text.tokenization import MAX_CHARS_PER_WORD, FullTokenizer  # noqa: E402
+
+with extras.needed("benchmarks"):
+    from tokenizers import BertWordPieceTokenizer
 
 BATCH_LINES = 1024
 

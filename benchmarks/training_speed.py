@@ -52,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from benchmarks import harness  # noqa: E402
+from core import extras  # noqa: E402
 
 VOCAB, SEED, LEARNING_RATE, MATMUL_SIZE = 30522, 0, 1e-4, 2048
 REF_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
@@ -144,8 +145,8 @@ def _tf_worker_setup() -> None:
 
 
 def _ours_setup() -> None:
-    """What the runners' entry point (`cli.entry.run`) does before TensorFlow starts."""
-    from cli.host_memory import keep_freed_heap_pages
+    """What every command's edge (`core.program.run_command`) does before TensorFlow starts."""
+    from core.host_memory import keep_freed_heap_pages
 
     keep_freed_heap_pages()
     _tf_worker_setup()
@@ -177,10 +178,9 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
     scratch = tempfile.TemporaryDirectory(prefix="training-speed-")  # removed at exit
     with strategy.scope():
         if case["task"] == "pretrain":
-            from modeling.pretrainer import BertPretrainer, pretraining_losses
+            from modeling.pretrainer import BertPretrainer
             model = BertPretrainer(config)
-            loss_fn = lambda features, outputs: pretraining_losses(  # noqa: E731
-                features, outputs, "mlm_nsp")
+            loss_fn = model.pretraining_losses
         else:
             from modeling.task_models import BertClassifier, classification_loss
             model = BertClassifier(config, num_labels=2)
@@ -188,6 +188,7 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
         optimizer = create_optimizer(LEARNING_RATE, 100_000, 0)
         trainer = Trainer(model, optimizer, strategy, loss_fn, scratch.name,
                           jit_compile=jit_compile)
+        trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(strategy.experimental_distribute_dataset(data))
     logs = {}
     callbacks = [lambda step, values: logs.update(values)]
@@ -234,8 +235,9 @@ def keras_hub_system(case: dict, precision: str):
     """
     _tf_worker_setup()
     import keras
-    import keras_hub
     import tensorflow as tf
+    with extras.needed("benchmarks"):
+        import keras_hub
 
     keras.mixed_precision.set_dtype_policy(precision)
     arrays = batch_arrays(case)
@@ -283,7 +285,8 @@ def model_garden(case: dict, precision: str):
                                          if name.startswith("official/")])
     sys.path.insert(0, folder.name)
     import tensorflow as tf
-    import tf_keras
+    with extras.needed("benchmarks"):
+        import tf_keras
     from official.nlp.modeling import layers, models, networks
 
     tf_keras.mixed_precision.set_global_policy(precision)

@@ -221,10 +221,10 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = ("output
     optimization = optimization_from_flags(values)
     distribution = distribution_from_flags(values)
     check_batch_split(training, optimization)
-    scoring = [f"--{name}" for name in ("do_eval", "do_predict")
+    scoring = [name for name in ("do_eval", "do_predict")
                if name in values and values[name].value]
     if scoring:  # pre-training (counted in steps) also evaluates the checkpoint it resumes
-        check_weights_to_evaluate(" and ".join(scoring), values.do_train, values.init_checkpoint,
+        check_weights_to_evaluate(scoring, values.do_train, values.init_checkpoint,
                                   training.output_dir if "num_train_steps" in values else None)
     return model_files, training, optimization, distribution
 

@@ -32,6 +32,12 @@ def temporary_name(path: str | os.PathLike) -> str:
                                 f"{_TEMPORARY_SUFFIX}")
 
 
+def temporary_target(name: str) -> str | None:
+    """The name a `temporary_name` stands in for (`.NAME.PID-HEX.partial` -> NAME), else None."""
+    match = _TEMPORARY.fullmatch(name)
+    return name[1:match.start(1) - 1] if match else None
+
+
 @contextlib.contextmanager
 def temporary_folder(path: str | os.PathLike) -> Iterator[str]:
     """A new empty folder under a temporary name beside `path`, removed when the block ends.
@@ -122,6 +128,9 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[str]:
     cannot be renamed over a non-empty one, so an old folder is first moved
     aside under a temporary name (a dead writer's leftovers are recognisable
     by `remove_dead_temporaries`) and removed after the new one is in place.
+    Whatever was at `path` is gone, so call it only on a folder the caller
+    owns (a cache entry, a run's own subfolder); a folder a user names for
+    an export goes through `core.export_folder`, which checks it first.
     """
     path = os.path.abspath(os.fspath(path))
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import http.client
 import json
 import os
 import re
-import shutil
 import sys
 import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -35,12 +36,16 @@ from absl import logging
 TIMEOUT_SECONDS = 10.0  # to connect, and the longest silence tolerated mid-transfer
 RESUME_ATTEMPTS = 3
 _CHUNK = 1 << 20
+# The most an archive may unpack to: Google's largest release (BERT-Large, a 1.3 GB
+# checkpoint) fits twice over; a member claiming or holding more is refused.
+MAX_UNPACKED_BYTES = 3 << 30
 _USER_AGENT = "bert-tf2-downloader"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 class DownloadError(OSError):
-    """A file that could not be fetched or failed its check; names the URL or the file."""
+    """A file that could not be fetched, failed its check, or has no usable cache folder to go
+    to; names the URL, the file or the folder."""
 
 
 class _Interrupted(Exception):
@@ -48,9 +53,32 @@ class _Interrupted(Exception):
 
 
 def cache_dir() -> Path:
-    """Root of the download cache, `$BERT_CACHE_DIR` or `~/.cache/bert_tf2` (created on demand)."""
-    root = Path(os.environ.get("BERT_CACHE_DIR", Path.home() / ".cache" / "bert_tf2"))
-    root.mkdir(parents=True, exist_ok=True)
+    """Root of the download cache, `$BERT_CACHE_DIR` or `~/.cache/bert_tf2` (created on demand).
+
+    Raises DownloadError naming the variable and the path when the path is
+    a file, lies under a file, or cannot be created or written to: mkdir's
+    own "File exists" names neither.
+    """
+    given = os.environ.get("BERT_CACHE_DIR")
+    root = Path(given) if given else Path.home() / ".cache" / "bert_tf2"
+    where = (f"BERT_CACHE_DIR={given}" if given else
+             f"the download cache {root} (the default; set BERT_CACHE_DIR for another folder)")
+    problem = None
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        problem = "is a file, not a folder"
+    except NotADirectoryError:
+        parent = next(folder for folder in root.parents if folder.exists())
+        problem = f"cannot be created: {parent} is not a folder"
+    except PermissionError as error:
+        problem = f"cannot be created: permission denied for {error.filename or root}"
+    else:
+        if not os.access(root, os.W_OK | os.X_OK):
+            problem = "is a folder this user cannot write to"
+    if problem:
+        raise DownloadError(f"{where}: {problem}; the cache must be a folder this user can "
+                            "write to")
     return root
 
 
@@ -168,7 +196,10 @@ def verify_file(path: str | os.PathLike, name: str) -> None:
     if name.endswith(".zip"):
         try:
             with zipfile.ZipFile(path) as archive:
+                _check_declared_sizes(name, archive.infolist())  # before testzip inflates them
                 bad = archive.testzip()
+        except DownloadError:
+            raise
         except (zipfile.BadZipFile, OSError) as error:
             raise DownloadError(f"{name}: not a readable zip archive ({error})") from None
         if bad is not None:
@@ -207,28 +238,89 @@ def _verify_safetensors(path: Path, name: str) -> None:
                             f"{size - 8 - length}")
 
 
-def extract_zip(archive: str | os.PathLike, folder: str | os.PathLike) -> None:
-    """Unpacks `archive` into the existing `folder`, without its single top folder if it has one.
+def extract_zip(archive: str | os.PathLike, folder: str | os.PathLike, members: Sequence[str],
+                max_bytes: int = MAX_UNPACKED_BYTES) -> None:
+    """Unpacks the wanted members of `archive` into the existing `folder`.
 
     Releases zip one folder (`name/file`) or loose files; either way the
-    caller gets the files directly in `folder`. Members that would land
-    outside it (absolute paths, `..`) are refused.
+    caller gets the files directly in `folder`, without the top folder.
+    Only members whose path (below that folder) matches one of the
+    `members` patterns (`fnmatch`, e.g. `bert_model.ckpt.data-*`) are
+    unpacked; the others are counted in the log. Their sizes may add up to
+    `max_bytes` at most: the sizes the archive declares are checked before
+    anything is written, and the bytes actually unpacked while they are
+    written, since a damaged or hostile archive may declare less than it
+    holds.
+
+    Args:
+      archive: the zip file.
+      folder: where the members go; it must exist.
+      members: patterns of the member paths to unpack.
+      max_bytes: the most bytes the unpacked members may hold together.
+
+    Raises DownloadError naming the archive and the member for a member
+    that would land outside `folder` (absolute paths, `..`), sizes over
+    `max_bytes`, or data that does not match the member's header.
     """
     folder = Path(folder)
     with zipfile.ZipFile(archive) as bundle:
-        members = [member for member in bundle.infolist() if not member.is_dir()]
-        tops = {member.filename.split("/", 1)[0] for member in members}
-        strip = len(tops) == 1 and all("/" in member.filename for member in members)
-        for member in members:
+        files = [member for member in bundle.infolist() if not member.is_dir()]
+        tops = {member.filename.split("/", 1)[0] for member in files}
+        strip = len(tops) == 1 and all("/" in member.filename for member in files)
+        wanted, skipped = [], []
+        for member in files:
             relative = member.filename.split("/", 1)[1] if strip else member.filename
             parts = Path(relative).parts
             if Path(relative).is_absolute() or ".." in parts:
                 raise DownloadError(f"{archive}: member {member.filename} points outside the "
                                     "folder it unpacks into")
-            target = folder.joinpath(*parts)
+            if any(fnmatch.fnmatchcase(relative, pattern) for pattern in members):
+                wanted.append((member, folder.joinpath(*parts)))
+            else:
+                skipped.append(member.filename)
+        if skipped:
+            logging.info("%s: left out %d member(s) not needed: %s", archive, len(skipped),
+                         ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else ""))
+        _check_declared_sizes(archive, [member for member, _ in wanted], max_bytes)
+        for member, target in wanted:
             target.parent.mkdir(parents=True, exist_ok=True)
-            with bundle.open(member) as reader, open(target, "wb") as writer:
-                shutil.copyfileobj(reader, writer, _CHUNK)
+            try:
+                _unpack(bundle, member, target)
+            except DownloadError as error:
+                target.unlink(missing_ok=True)
+                raise DownloadError(f"{archive}: member {member.filename} {error}") from None
+
+
+def _check_declared_sizes(archive: str | os.PathLike, members: Sequence[zipfile.ZipInfo],
+                          max_bytes: int = MAX_UNPACKED_BYTES) -> None:
+    """Refuses members whose declared sizes add up to more than `max_bytes`, naming the one
+    that crosses it."""
+    declared = 0
+    for member in members:
+        declared += member.file_size
+        if declared > max_bytes:
+            raise DownloadError(f"{archive}: member {member.filename} brings the unpacked size "
+                                f"to {declared} bytes, over the limit of {max_bytes}")
+
+
+def _unpack(bundle: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path) -> None:
+    """Writes one member to `target`, never more bytes than its header declares.
+
+    zipfile itself stops at the declared size and then fails the CRC check;
+    the count here keeps the limit whatever the decompressor does. The
+    DownloadError's message continues a sentence that names the member.
+    """
+    written = 0
+    try:
+        with bundle.open(member) as reader, open(target, "wb") as writer:
+            while chunk := reader.read(_CHUNK):
+                written += len(chunk)
+                if written > member.file_size:
+                    raise DownloadError(f"holds more than the {member.file_size} bytes its "
+                                        "header declares")
+                writer.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+        raise DownloadError(f"does not match its header ({error})") from None
 
 
 def _size(path: Path) -> int:

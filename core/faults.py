@@ -21,8 +21,13 @@ have run.
   KeyboardInterrupt, so the same clean-up runs. The exit status is the
   shell's for the signal, 128 + its number (130, 143).
 
-What a rerun resumes from is known only deep inside a run (the newest
-checkpoint); the code that knows it reports it with `note_resume_point`.
+What a rerun does is the command's to say: a training run resumes (the
+default advice), an export simply starts again. What it resumes from is
+known only deep inside a run (the newest checkpoint); the code that knows it
+reports it with `note_resume_point`.
+
+A user error whose message names settings fields (`core.arguments.FieldMessage`)
+is written with each field that is one of the program's flags as `--field`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,13 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Container
 from typing import Iterator
+
+from core.arguments import FieldMessage
+
+# What the line ends with unless the command says otherwise: its run resumes where it stopped.
+RERUN_RESUMES = "rerun the same command to resume"
 
 # errno -> what the user is told; the strerror text is how TensorFlow's messages carry it.
 _NO_ROOM = {
@@ -84,19 +95,22 @@ def no_room_message(error: OSError) -> str:
     return f"cannot write{where}: {_NO_ROOM[error.errno]}"
 
 
-def _rerun_advice(action: str) -> str:
-    return "; ".join(filter(None, [_resume_point, f"{action}rerun the same command to resume"]))
+def _rerun_advice(action: str, rerun: str) -> str:
+    return "; ".join(filter(None, [_resume_point, f"{action}{rerun}"]))
 
 
 @contextlib.contextmanager
 def one_line_endings(program: str, user_errors: tuple[type[BaseException], ...] = (
-        ValueError, OSError)) -> Iterator[None]:
+        ValueError, OSError), *, flags: Container[str] = (),
+        rerun: str = RERUN_RESUMES) -> Iterator[None]:
     """Runs the block; a fault or a user error ends the process with one line on stderr.
 
     - no room to write: `program: error: cannot write PATH: why; ...`, exit 1;
     - SIGINT / SIGTERM: `program: interrupted (SIGINT); ...`, exit 130 / 143;
-    - `user_errors`: `program: error: message`, exit 1.
-    Anything else is a bug and keeps its traceback.
+    - `user_errors`: `program: error: message`, exit 1, the message's fields
+      that are in `flags` written `--field`.
+    Anything else is a bug and keeps its traceback. `rerun` is the advice
+    the fault lines end with: what rerunning the command does.
     """
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread:  # signal handlers can only be set there
@@ -110,17 +124,18 @@ def one_line_endings(program: str, user_errors: tuple[type[BaseException], ...] 
     except KeyboardInterrupt as interrupt:
         number = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
         print(f"{program}: interrupted ({signal.Signals(number).name}); "
-              f"{_rerun_advice('')}", file=sys.stderr, flush=True)
+              f"{_rerun_advice('', rerun)}", file=sys.stderr, flush=True)
         sys.exit(128 + number)
     except Exception as error:
         room = no_room_error(error)
         if room is not None:
-            print(f"{program}: error: {no_room_message(room)}; "
-                  f"{_rerun_advice('make room (or raise the limit), then ')}", file=sys.stderr,
+            advice = _rerun_advice("make room (or raise the limit), then ", rerun)
+            print(f"{program}: error: {no_room_message(room)}; {advice}", file=sys.stderr,
                   flush=True)
             sys.exit(1)
         if isinstance(error, user_errors):
-            print(f"{program}: error: {error}", file=sys.stderr, flush=True)
+            message = error.render(flags) if isinstance(error, FieldMessage) else error
+            print(f"{program}: error: {message}", file=sys.stderr, flush=True)
             sys.exit(1)
         raise
     finally:

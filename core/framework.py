@@ -35,6 +35,8 @@ INTERNALS = (
     "keras.optimizers.Optimizer._get_variable_index",
     "keras.optimizers.Optimizer._use_weight_decay",
     "keras.layers.Layer._flatten_layers",
+    # Reads the `_is_quantized` flag `mark_quantized` sets.
+    "keras.layers.Layer._check_quantize_args",
 )
 # Attributes Keras sets on each instance (no class to check them on at import): read
 # through `_instance_internal`, which fails with the same message.
@@ -183,6 +185,31 @@ def all_layers(model: keras.Layer) -> list[keras.Layer]:
     children, and a plain `Layer` has no list of its sublayers at all.
     """
     return model._flatten_layers(include_self=True)
+
+
+def unwrap_quantize(layer: keras.layers.Layer) -> None:
+    """Lets `layer.quantize` be its class's own method, as written.
+
+    Keras wraps the `quantize` of every layer it creates: checks, then the
+    layer's state locked for good, which a model that is compiled after
+    quantizing (as loading a saved one does) cannot take. A model whose
+    `quantize` does its own checks and adds no state of its own drops the
+    wrapper; each of its layers keeps its own.
+    """
+    if "quantize" in vars(layer):
+        del layer.quantize
+
+
+def mark_quantized(layer: keras.layers.Layer, mode: str) -> None:
+    """Records that `layer` now holds `mode` weights, as Keras' own layers do in `quantize`.
+
+    The layer's dtype policy becomes `<mode>_from_<policy>`, which routes its
+    calls to `quantized_call` and tells a saved config to rebuild it so.
+    Keras keeps a private flag beside it, which refuses a second `quantize`
+    and keeps the policy's setter from quantizing the layer once more.
+    """
+    layer._is_quantized = True
+    layer.dtype_policy = keras.dtype_policies.get(f"{mode}_from_{layer.dtype_policy.name}")
 
 
 def seed_generator_states(model: keras.Layer) -> list[keras.Variable]:

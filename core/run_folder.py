@@ -157,18 +157,27 @@ def check_owner(folder: str, task: str, config: Mapping[str, Any]) -> None:
 
 
 def read_owner(folder: str) -> dict | None:
-    path = os.path.join(folder, OWNER_NAME)
+    return read_stamp(os.path.join(folder, OWNER_NAME), "task", FolderOwned,
+                      "remove it if this folder is yours to reuse")
+
+
+def read_stamp(path: str, key: str, refused: type[Exception], advice: str) -> dict | None:
+    """The JSON object in the stamp file `path` (None when there is none).
+
+    A stamp that is not JSON, or names no `key` as a string, raises
+    `refused`, naming the file and ending in `advice`: a folder whose stamp
+    cannot be read is not one to write into.
+    """
     try:
         with open(path, encoding="utf-8") as reader:
-            owner = json.load(reader)
+            stamp = json.load(reader)
     except FileNotFoundError:
         return None
     except (ValueError, UnicodeDecodeError) as error:
-        raise FolderOwned(f"{path} is not valid JSON ({error}); remove it if this folder "
-                          "is yours to reuse") from None
-    if not isinstance(owner, dict) or not isinstance(owner.get("task"), str):
-        raise FolderOwned(f"{path} names no task; remove it if this folder is yours to reuse")
-    return owner
+        raise refused(f"{path} is not valid JSON ({error}); {advice}") from None
+    if not isinstance(stamp, dict) or not isinstance(stamp.get(key), str):
+        raise refused(f"{path} names no {key}; {advice}")
+    return stamp
 
 
 def _holds_work(folder: str) -> bool:

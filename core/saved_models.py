@@ -7,7 +7,10 @@ so they live here once: the Keras model is held through `KerasCall`, so that
 it is not tracked as a child (Keras would add a serving signature of its own
 on float inputs) while its weights are tracked as a plain list; and the
 folder is written under a temporary name and renamed into place, so a
-server watching the path never loads half a model.
+server watching the path never loads half a model. `write_saved_model`
+replaces its path whole, so it is for folders a run owns (a runner's
+`output_dir/saved_model`); an export into a folder a user names goes
+through `core.export_folder`, which refuses one holding anything else.
 """
 
 from __future__ import annotations

@@ -23,17 +23,21 @@ for a distributed runner); the corpus index is built here, once.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterator
 
-import apache_beam as beam
 from absl import app, flags, logging
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_prep.create_pretraining_data import define_flags, settings_from_flags
+from core import extras, program
+from core.arguments import FieldError
+from data_prep import create_pretraining_data
+from data_prep.create_pretraining_data import settings_from_flags
 from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining import transform
 from data_prep.pretraining.settings import Settings
+
+with extras.needed("beam"):
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 
 class ChunkToRecords(beam.DoFn):
@@ -82,30 +86,31 @@ def build_pipeline(pipeline: beam.Pipeline, settings: Settings, output_prefix: s
 def run(settings: Settings, runner: str, pipeline_options: str = "") -> None:
     """Runs the pipeline of `settings` on `runner`; raises ValueError/OSError on bad settings."""
     if len(settings.output_files) != 1:
-        raise ValueError("--output_file must name one prefix on Beam (use --num_output_shards)")
-    if not os.path.isfile(settings.vocab_file):
-        raise FileNotFoundError(f"--vocab_file={settings.vocab_file}: no such file")
+        raise FieldError("{output_file} must name one prefix on Beam (use {num_output_shards})")
+    settings.check_vocab_file()
     options = PipelineOptions([f"--runner={runner}", *pipeline_options.split()])
     with beam.Pipeline(options=options) as pipeline:
         build_pipeline(pipeline, settings, settings.output_files[0],
                        settings.num_output_shards or 1)
 
 
-def main(argv: list[str]) -> None:
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The local tool's flags (listed by `--help` too), then the runner and its options."""
+    create_pretraining_data.define_flags(flag_values)
+    flags.adopt_module_key_flags(create_pretraining_data, flag_values)
+    flags.DEFINE_string("runner", "DirectRunner", "Beam runner: DirectRunner, DataflowRunner, "
+                        "FlinkRunner, SparkRunner, ...", flag_values=flag_values)
+    flags.DEFINE_string("beam_pipeline_options", "", "Further Beam pipeline options, "
+                        "space-separated (--project=..., --temp_location=...).",
+                        flag_values=flag_values)
+
+
+def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        run(settings_from_flags(), flags.FLAGS.runner, flags.FLAGS.beam_pipeline_options)
-    except (ValueError, OSError) as error:
-        print(f"beam_pretraining_data: error: {error}", file=sys.stderr)
-        sys.exit(1)
+    run(settings_from_flags(values), values.runner, values.beam_pipeline_options)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    define_flags()
-    flags.DEFINE_string("runner", "DirectRunner", "Beam runner: DirectRunner, DataflowRunner, "
-                        "FlinkRunner, SparkRunner, ...")
-    flags.DEFINE_string("beam_pipeline_options", "", "Further Beam pipeline options, "
-                        "space-separated (--project=..., --temp_location=...).")
-    app.run(main)
+    program.run_command(define_flags, main, __name__)

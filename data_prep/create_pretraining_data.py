@@ -40,7 +40,8 @@ import sys
 
 from absl import app, flags
 
-from core import faults
+from core import faults, program
+from core.arguments import FieldError
 from data_prep.pretraining.instances import InstanceOptions
 from data_prep.pretraining.local import create_pretraining_data
 from data_prep.pretraining.settings import Settings
@@ -80,13 +81,13 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def settings_from_flags(values: flags.FlagValues = flags.FLAGS) -> Settings:
-    """The parsed flags of `define_flags` as `Settings`; a bad value raises ValueError naming
-    its flag."""
+    """The parsed flags of `define_flags` as `Settings`; a bad value raises a FieldError
+    naming its flag."""
     try:
         ratios = tuple(float(share) for share in values.mask_ratios)
     except ValueError:
-        raise ValueError(f"--mask_ratios={','.join(values.mask_ratios)} must be three "
-                         "numbers") from None
+        raise FieldError("{mask_ratios}={0} must be three numbers",
+                         ",".join(values.mask_ratios)) from None
     options = InstanceOptions(
         max_seq_length=values.max_seq_length,
         max_predictions_per_seq=values.max_predictions_per_seq,
@@ -107,8 +108,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     # A rerun skips complete shards: what a full disk or Ctrl-C ends with says so (`core.faults`).
     faults.note_resume_point("complete shards are kept")
-    with faults.one_line_endings("create_pretraining_data"):
-        summary = create_pretraining_data(settings_from_flags())
+    summary = create_pretraining_data(settings_from_flags())
     rate = summary.instances / max(summary.seconds, 1e-9)
     print(f"wrote {summary.instances} instances from {summary.documents} documents to "
           f"{summary.shards_written} shard(s) in {summary.seconds:.1f} s ({rate:.0f} instances/s); "
@@ -121,11 +121,7 @@ def main(argv: list[str]) -> None:
 def console_main() -> None:
     """The installed `bert-create-pretraining-data` command: the same as `python -m` this module."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    define_flags()
-    # --help lists the program file's key flags; installed, that file is pip's wrapper.
-    for flag in flags.FLAGS.get_key_flags_for_module(__name__):
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    app.run(main)
+    program.run_command(define_flags, main, __name__)
 
 
 if __name__ == "__main__":

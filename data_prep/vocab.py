@@ -28,9 +28,7 @@ the remaining `[unused*]` slots, single characters, then learned pieces.
 
 from __future__ import annotations
 
-import argparse
 import collections
-import glob
 import logging
 import math
 import os
@@ -38,9 +36,13 @@ import time
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import tensorflow as tf
+from absl import flags
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from core import program
+from core.arguments import FieldError, FieldOSError
 from core.atomic import atomic_open
+from data_prep.pretraining.shards import expand_inputs
 from text.normalization import split_words
 from text.text_files import read_utf8_lines
 
@@ -60,7 +62,7 @@ _log = logging.getLogger(__name__)
 def reserved_tokens(num_unused: int) -> list[str]:
     """[PAD], up to 99 [unused*], [UNK] [CLS] [SEP] [MASK], then the other [unused*]."""
     if num_unused < 0:
-        raise ValueError(f"--num_unused must be >= 0, got {num_unused}")
+        raise FieldError("{num_unused} must be >= 0, got {0}", num_unused)
     unused = [f"[unused{index}]" for index in range(num_unused)]
     split = min(num_unused, UNUSED_BEFORE_SPECIALS)
     return [PAD_TOKEN, *unused[:split], *SPECIAL_TOKENS, *unused[split:]]
@@ -70,14 +72,8 @@ def expand_input_patterns(input_file: str) -> list[str]:
     """Files matching a comma-separated list of globs; each glob must match something."""
     patterns = [pattern.strip() for pattern in input_file.split(",") if pattern.strip()]
     if not patterns:
-        raise ValueError("--input_file is empty")
-    files = []
-    for pattern in patterns:
-        matches = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
-        if not matches:
-            raise FileNotFoundError(f"--input_file pattern {pattern!r} matches no file")
-        files.extend(matches)
-    return files
+        raise FieldError("{input_file} is empty: give comma-separated globs of corpus files")
+    return expand_inputs(patterns)
 
 
 def count_words(files: Sequence[str], do_lower_case: bool) -> collections.Counter:
@@ -118,10 +114,11 @@ def learn_vocabulary(word_counts: Mapping[str, int], vocab_size: int, num_unused
     """
     reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
-        raise ValueError(f"--vocab_size={vocab_size} leaves no room for learned tokens after the "
-                         f"{len(reserved)} reserved tokens ([PAD], specials, {num_unused} [unused])")
+        raise FieldError("{vocab_size}={0} leaves no room for learned tokens after the {1} "
+                         "reserved tokens ([PAD], specials, {2} [unused])", vocab_size,
+                         len(reserved), num_unused)
     if min_count < 1:
-        raise ValueError(f"--min_count must be >= 1, got {min_count}")
+        raise FieldError("{min_count} must be >= 1, got {0}", min_count)
     words = learner.get_input_words(list(word_counts.items()), reserved, MAX_TOKEN_LENGTH)
     if not words:
         raise ValueError("the corpus holds no words to learn a vocabulary from")
@@ -130,10 +127,9 @@ def learn_vocabulary(word_counts: Mapping[str, int], vocab_size: int, num_unused
     chars = sorted(learner.extract_char_tokens(words))
     room = vocab_size - len(reserved) - 2 * len(chars)
     if room < 0:
-        raise ValueError(
-            f"--vocab_size={vocab_size} is too small: the {len(reserved)} reserved tokens and the "
-            f"corpus's {len(chars)} characters (each also as a ##suffix) need "
-            f"{len(reserved) + 2 * len(chars)} entries")
+        raise FieldError("{vocab_size}={0} is too small: the {1} reserved tokens and the "
+                         "corpus's {2} characters (each also as a ##suffix) need {3} entries",
+                         vocab_size, len(reserved), len(chars), len(reserved) + 2 * len(chars))
     pieces = _search_threshold(words, set(chars), room, min_count) if room else []
     return [*reserved, *chars, *pieces[:room], *(JOINER + char for char in chars)]
 
@@ -164,7 +160,7 @@ def _search_threshold(words: list[tuple[str, int]], chars: set[str], room: int,
             high = threshold - 1
     if filling is None:
         _log.warning("the corpus fills only %d of %d places for learned pieces at "
-                        "--min_count=%d", len(largest), room, min_count)
+                        "min_count=%d", len(largest), room, min_count)
     return filling if filling is not None else largest
 
 
@@ -186,48 +182,20 @@ def write_vocab(tokens: Sequence[str], output_file: str) -> None:
         with atomic_open(output_file) as output:
             output.writelines(token + "\n" for token in tokens)
     except OSError as error:
-        raise OSError(f"--output_file {output_file!r} cannot be written: {error}") from None
-
-
-def _parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input_file", required=True,
-                        help="Comma-separated globs of corpus files (one sentence per line).")
-    parser.add_argument("--output_file", required=True, help="vocab.txt to write.")
-    parser.add_argument("--vocab_size", type=int, default=30522,
-                        help="Entries in the vocabulary, reserved tokens included.")
-    parser.add_argument("--do_lower_case", type=_parse_bool, default=True,
-                        help="true: lowercase and strip accents (uncased model); false: cased.")
-    parser.add_argument("--num_unused", type=int, default=994,
-                        help="[unused*] slots; the first 99 precede [UNK] as in Google's vocab.")
-    parser.add_argument("--min_count", type=int, default=1,
-                        help="Lowest count threshold the learner may go down to.")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    try:
-        build_vocab_file(args.input_file, args.output_file, args.vocab_size,
-                         args.do_lower_case, args.num_unused, args.min_count)
-    except (ValueError, OSError) as error:
-        raise SystemExit(f"data_prep.vocab: {error}") from None
+        raise FieldOSError("{output_file} {0!r} cannot be written: {1}", output_file,
+                           error) from None
 
 
 def build_vocab_file(input_file: str, output_file: str, vocab_size: int, do_lower_case: bool,
                      num_unused: int = 994, min_count: int = 1) -> list[str]:
     """Counts the words of the files matching `input_file`, learns, writes `output_file`."""
+    if not output_file:
+        raise FieldError("{output_file} is required: the vocab.txt to write")
     files = expand_input_patterns(input_file)
     output_dir = os.path.dirname(os.path.abspath(output_file))
     if not os.access(output_dir, os.W_OK):
-        raise OSError(f"--output_file {output_file!r}: folder {output_dir!r} is missing "
-                      "or not writable")
+        raise FieldOSError("{output_file} {0!r}: folder {1!r} is missing or not writable",
+                           output_file, output_dir)
     started = time.perf_counter()
     counts = count_words(files, do_lower_case)
     _log.info("%d files: %d words, %d distinct (%.1f s)", len(files), sum(counts.values()),
@@ -239,5 +207,28 @@ def build_vocab_file(input_file: str, output_file: str, vocab_size: int, do_lowe
     return tokens
 
 
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The command's flags, defined only when it runs as a program."""
+    into = {"flag_values": flag_values}
+    flags.DEFINE_string("input_file", None, "Comma-separated globs of corpus files (one "
+                        "sentence per line).", **into)
+    flags.DEFINE_string("output_file", None, "vocab.txt to write.", **into)
+    flags.DEFINE_integer("vocab_size", 30522, "Entries in the vocabulary, reserved tokens "
+                         "included.", **into)
+    flags.DEFINE_bool("do_lower_case", True, "true: lowercase and strip accents (uncased "
+                      "model); false: cased.", **into)
+    flags.DEFINE_integer("num_unused", 994, "[unused*] slots; the first 99 precede [UNK] as "
+                         "in Google's vocab.", **into)
+    flags.DEFINE_integer("min_count", 1, "Lowest count threshold the learner may go down to.",
+                         **into)
+
+
+def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
+    if len(argv) > 1:
+        raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
+    build_vocab_file(values.input_file or "", values.output_file or "", values.vocab_size,
+                     values.do_lower_case, values.num_unused, values.min_count)
+
+
 if __name__ == "__main__":
-    main()
+    program.run_command(define_flags, main, __name__)

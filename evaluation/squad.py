@@ -17,21 +17,26 @@ the best exact match and F1 over all thresholds, and the thresholds.
 A question with no prediction scores 0 in both versions and is reported
 once as a count (the official v2.0 script stopped with a KeyError).
 
-    python -m evaluation.squad DATA.json PREDICTIONS.json [--na-prob-file F]
-        [--na-prob-thresh T] [--version 1.1|2.0]
+    python -m evaluation.squad DATA.json PREDICTIONS.json [--na_prob_file F]
+        [--na_prob_thresh T] [--version 1.1|2.0]
+
+The official script's spellings `--na-prob-file` and `--na-prob-thresh`
+are accepted too.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import logging
 import re
 import string
-import sys
 from typing import Any, Iterator
 
+from absl import flags
+
+from core import program
+from core.arguments import FieldError
 from text.text_files import read_utf8_lines
 
 _log = logging.getLogger(__name__)
@@ -192,36 +197,39 @@ def _string_map(content: Any, path: str, value_type: type | tuple[type, ...]) ->
     return content
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Official SQuAD v1.1 / v2.0 metrics.")
-    parser.add_argument("data_file", help="SQuAD dataset JSON")
-    parser.add_argument("pred_file", help="predictions JSON: question id -> answer text")
-    parser.add_argument("--na-prob-file", help="v2.0: question id -> no-answer probability")
-    parser.add_argument("--na-prob-thresh", type=float, default=1.0,
-                        help="v2.0: predict no answer above this probability (default 1.0)")
-    parser.add_argument("--version", choices=("1.1", "2.0"),
-                        help="metric version (default: 2.0 when any question has is_impossible)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    try:
-        dataset = load_json(args.data_file, "dataset")
-        predictions = _string_map(load_json(args.pred_file, "predictions"), args.pred_file, str)
-        version = args.version or _detect_version(dataset)
-        if version == "1.1":
-            if args.na_prob_file:
-                raise ValueError("--na-prob-file applies to SQuAD 2.0 only")
-            print(json.dumps(evaluate_v1(dataset, predictions)))
-            return 0
-        na_probs = None
-        if args.na_prob_file:
-            na_probs = _string_map(load_json(args.na_prob_file, "no-answer probabilities"),
-                                   args.na_prob_file, (int, float))
-        print(json.dumps(evaluate_v2(dataset, predictions, na_probs, args.na_prob_thresh),
-                         indent=2))
-        return 0
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The command's flags, defined only when it runs as a program."""
+    into = {"flag_values": flag_values}
+    flags.DEFINE_string("na_prob_file", None, "v2.0: JSON of question id -> no-answer "
+                        "probability.", **into)
+    flags.DEFINE_float("na_prob_thresh", 1.0, "v2.0: predict no answer above this "
+                       "probability.", **into)
+    flags.DEFINE_enum("version", None, ["1.1", "2.0"], "Metric version (default: 2.0 when any "
+                      "question has is_impossible).", **into)
+    for name in ("na_prob_file", "na_prob_thresh"):  # the official script's spellings
+        flags.DEFINE_alias(name.replace("_", "-"), name, flag_values=flag_values)
+
+
+def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
+    """Prints the metrics of the predictions in `argv[2]` on the dataset in `argv[1]`, as JSON."""
+    if len(argv) != 3:
+        raise ValueError("expected two arguments, DATA.json PREDICTIONS.json; got "
+                         f"{len(argv) - 1}")
+    data_file, pred_file = argv[1:]
+    dataset = load_json(data_file, "dataset")
+    predictions = _string_map(load_json(pred_file, "predictions"), pred_file, str)
+    version = values.version or _detect_version(dataset)
+    if version == "1.1":
+        if values.na_prob_file:
+            raise FieldError("{na_prob_file} applies to SQuAD 2.0 only")
+        print(json.dumps(evaluate_v1(dataset, predictions)))
+        return
+    na_probs = None
+    if values.na_prob_file:
+        na_probs = _string_map(load_json(values.na_prob_file, "no-answer probabilities"),
+                               values.na_prob_file, (int, float))
+    print(json.dumps(evaluate_v2(dataset, predictions, na_probs, values.na_prob_thresh),
+                     indent=2))
 
 
 def _detect_version(dataset: Any) -> str:
@@ -237,4 +245,4 @@ def _detect_version(dataset: Any) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    program.run_command(define_flags, main, __name__)

@@ -129,11 +129,11 @@ def run(args: argparse.Namespace, command: str,
     datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
                                                  args.squad_dir)
     builder = grid.GridBuilder(scale, datasets, args.seeds)
-    tables = [builder.table(name) for name in args.table]
+    built = [tables.table(name, builder) for name in args.table]
     written: dict[str, Path] = {}
 
     def write_finished(results: Mapping[str, dict]) -> None:
-        for table in tables:
+        for table in built:
             if table.name in written or any(job.key not in results
                                             for job in schedule.all_jobs(table.jobs)):
                 continue
@@ -144,20 +144,20 @@ def run(args: argparse.Namespace, command: str,
             written[table.name] = path
 
     first_table = {}  # tables are finished in the order asked for
-    for index, table in enumerate(tables):
+    for index, table in enumerate(built):
         for job in schedule.all_jobs(table.jobs):
             first_table.setdefault(job.key, index)
-    every = [job for table in tables for job in table.jobs]
+    every = [job for table in built for job in table.jobs]
     cache = jobs.Cache(cache_root)
     to_do = plan.make_plan(schedule.all_jobs(every), cache, scale.name)
-    print(f"Plan: {', '.join(summary.heading(table.name) for table in tables)} at "
+    print(f"Plan: {', '.join(summary.heading(table.name) for table in built)} at "
           f"{scale.name} scale, "
           f"{args.seeds} seed(s), cache {cache_root}\n{to_do.describe(scale.name)}", flush=True)
     if to_do.to_run and not args.yes:
         plan.confirm(ask)
     schedule.run_grid(every, cache, runner, args.workers, write_finished,
                   lambda job: first_table[job.key])
-    return written[tables[-1].name]
+    return written[built[-1].name]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

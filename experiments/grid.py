@@ -6,8 +6,9 @@ started from the first phase's output folder, so that the later position
 embeddings are trained too. Jobs with equal settings share one cache entry,
 across rows and across tables: Table 5's BERT row, Table 7's pre-training
 and Table 8's 80/10/10 row are one run. Which rows and columns a table has
-is in `tables`. A fine-tuning given no pre-trained run trains the base
-model's shape from random weights: the demo's baseline.
+is in `tables`, which builds on this module. A fine-tuning given no
+pre-trained run trains the base model's shape from random weights: the
+demo's baseline.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import csv
 import io
 
 from data_prep.corpora.wsj_pos import tag_set
-from experiments import tables
-from experiments.cells import Cell, SeedsCell, SweepCell, Table
+from experiments.cells import Cell, SeedsCell, SweepCell
 from experiments.jobs import Dataset, Job, Output
 from experiments.scales import Datasets, Scale, model_shape
 
@@ -209,7 +209,3 @@ class GridBuilder:
         if self.data.squad is not None:
             names.append("SQuAD")
         return [*extra, *names]
-
-    def table(self, name: str) -> Table:
-        """One of `tables.TABLES`, its cells' runs built by this builder."""
-        return tables.BUILDERS[name](self)

@@ -15,12 +15,14 @@ import math
 import os
 from pathlib import Path
 
-# Figures are drawn without pyplot, so no display backend or global figure state is involved.
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
-
+from core import extras
 from core.atomic import atomic_path, write_atomically
+
+# Figures are drawn without pyplot, so no display backend or global figure state is involved.
+with extras.needed("experiments"):
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 from experiments.cells import Score, Table
 from experiments.summary import TableSummary, save, summarize
 

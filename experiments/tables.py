@@ -2,20 +2,19 @@
 
 Each function lays out one table from the runs a `GridBuilder` makes; the
 builder decides how a model is pre-trained and fine-tuned, a table only
-which models and which cells.
+which models and which cells. Tables sit above the builder: `table(name,
+builder)` builds one, and the builder knows nothing of them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from experiments.cells import Cell, MetricCell, Row, Table
+from experiments.grid import GridBuilder
 from experiments.scales import model_shape
 from modeling.feature_tagger import FEATURE_LAYERS
-
-if TYPE_CHECKING:  # grid imports this module (GridBuilder.table), so no import back at run time
-    from experiments.grid import GridBuilder
 
 
 def table5(builder: GridBuilder) -> Table:
@@ -202,3 +201,8 @@ BUILDERS: dict[str, Callable[[GridBuilder], Table]] = {
     "5": table5, "6": table6, "7": table7, "8": table8, "fig5": figure5,
     "gpt_layers": gpt_layers}
 TABLES = tuple(BUILDERS)
+
+
+def table(name: str, builder: GridBuilder) -> Table:
+    """Table `name` (one of TABLES), its cells' runs built by `builder`."""
+    return BUILDERS[name](builder)

@@ -1,6 +1,7 @@
 """BERT in Keras 3: the encoder, its pre-training and task models, and loading them."""
 
 from modeling.config import BertConfig
+from modeling.divergence import FitDiverged
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
@@ -13,5 +14,5 @@ from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanMo
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
            "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
-           "FeatureTagger", "export_tf_hub", "load_config", "load_encoder", "load_labels",
-           "load_preprocessor", "load_task_model", "load_tokenizer"]
+           "FeatureTagger", "FitDiverged", "export_tf_hub", "load_config", "load_encoder",
+           "load_labels", "load_preprocessor", "load_task_model", "load_tokenizer"]

@@ -17,6 +17,7 @@ import os
 import re
 from typing import Any
 
+from core.arguments import FieldError, check_integer, check_number, is_integer
 from core.atomic import atomic_open
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
@@ -55,9 +56,7 @@ class BertConfig:
 
     def __post_init__(self):
         for name in _POSITIVE_INTS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            check_integer(name, getattr(self, name), error=ConfigError)
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
@@ -65,14 +64,11 @@ class BertConfig:
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"unknown hidden_act {self.hidden_act!r}; expected one of "
                               f"{', '.join(ACTIVATIONS + tuple(_ACTIVATION_ALIASES))}")
+        # NaN and infinity fail too: a JSON file may spell them, and NaN compares false.
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not _is_number(value) or not 0.0 <= value < 1.0:
-                raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}")
+            check_number(name, getattr(self, name), 0.0, 1.0, below=True, error=ConfigError)
         for name in ("initializer_range", "layer_norm_eps"):
-            value = getattr(self, name)
-            if not _is_number(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+            check_number(name, getattr(self, name), 0.0, above=True, error=ConfigError)
 
     @property
     def head_size(self) -> int:
@@ -129,6 +125,28 @@ class BertConfig:
             raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
         return cls.from_dict(values, source=path)
 
+    def check_sequence_length(self, length: Any, argument: str = "sequence_length",
+                              source: str | None = None) -> int:
+        """`length` as an int, if packed rows of that many positions fit this model.
+
+        A row needs 3 positions at least ([CLS], a token, [SEP]) and at most
+        `max_position_embeddings`: past it, positions have no embedding. Every
+        reader of a length (runners, preprocessors, exports) checks it here,
+        before anything is allocated for it.
+
+        Args:
+          length: positions per packed row.
+          argument: the argument or settings field that gave `length`, named in the
+            error (a FieldError: a command line whose flag it is shows `--argument`).
+          source: where this config was read from, named in the error when given.
+        """
+        if not is_integer(length) or not 3 <= length <= self.max_position_embeddings:
+            place = " of {1}" if source else ""
+            raise FieldError(f"{{{argument}}} must be an integer from 3 to the model's "
+                             f"max_position_embeddings ({self.max_position_embeddings}){place}, "
+                             "got {0!r}", length, source)
+        return int(length)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -157,7 +175,3 @@ class BertConfig:
                               "L{2,4,6,8,10,12}_H{128,256,512,768}")
         return cls(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                    num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

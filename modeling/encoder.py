@@ -12,10 +12,11 @@ from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.settings import ConfigurableModel
 from modeling.layers.transformer import TransformerBlock
+from modeling.quantization import QuantizableModel
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertEncoder(ConfigurableModel):
+class BertEncoder(QuantizableModel, ConfigurableModel):
     """Maps `input_ids`, `input_mask`, `segment_ids` to contextual vectors.
 
     Returns a dict with `sequence_output` [batch, seq, hidden] and
@@ -44,15 +45,20 @@ class BertEncoder(ConfigurableModel):
                            output_hidden_states=output_hidden_states,
                            output_attentions=output_attentions)
         self.embeddings = BertEmbeddings(
-            config.vocab_size, config.hidden_size, config.max_position_embeddings,
-            config.type_vocab_size, config.initializer_range, config.layer_norm_eps,
-            config.hidden_dropout_prob, name="embeddings", dtype=self.dtype_policy)
+            vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+            max_position_embeddings=config.max_position_embeddings,
+            type_vocab_size=config.type_vocab_size, initializer_range=config.initializer_range,
+            layer_norm_eps=config.layer_norm_eps, dropout_rate=config.hidden_dropout_prob,
+            name="embeddings", dtype=self.dtype_policy)
         self.blocks = [
-            TransformerBlock(config.hidden_size, config.num_attention_heads,
-                             config.intermediate_size, config.hidden_act,
-                             config.initializer_range, config.layer_norm_eps,
-                             config.hidden_dropout_prob, config.attention_probs_dropout_prob,
-                             name=f"layer_{index}", dtype=self.dtype_policy)
+            TransformerBlock(
+                hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
+                intermediate_size=config.intermediate_size, hidden_act=config.hidden_act,
+                initializer_range=config.initializer_range,
+                layer_norm_eps=config.layer_norm_eps,
+                hidden_dropout_prob=config.hidden_dropout_prob,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                name=f"layer_{index}", dtype=self.dtype_policy)
             for index in range(config.num_hidden_layers)]
         self.pooler = Dense(
             config.hidden_size, activation="tanh", name="pooler", dtype=self.dtype_policy,

@@ -13,8 +13,13 @@ project's run), the output is what that ecosystem's own tools expect:
 The first two carry the pre-trained network: the encoder and, when the
 source has them, the masked-LM and next-sentence heads. A fine-tuned head
 (a classifier, a span or tag layer) has no place in those layouts; such
-tensors are counted and named in the log, never dropped silently. The output
-folder appears whole or not at all.
+tensors are counted and named in the log, never dropped silently.
+
+The output folder appears whole or not at all, and only where nothing is
+lost: a new or empty folder, or one an earlier export of the same format
+wrote, which is replaced whole (`core.export_folder`). The source, a folder
+holding it, a folder of other files, an export of another format and an
+existing file are refused, each by name, before any weights are loaded.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 
 from absl import logging
 
-from core.atomic import atomic_folder
+from core.export_folder import check_export_folder, export_folder
 from modeling.checkpoints import export_google_checkpoint, export_huggingface, load_weights
 from modeling.pretrained import load_config, load_tokenizer
 from modeling.pretrainer import BertPretrainer
@@ -39,12 +44,16 @@ def export_model(source: str | os.PathLike, output_dir: str | os.PathLike, forma
                  sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
-    `do_lower_case` overrides the casing read from the source; it decides
-    the TF Hub preprocessor's tokenizer and Hugging Face's
-    `tokenizer_config.json`. `sequence_length` is the TF Hub preprocessor's.
+    `output_dir` must be new, empty, or an earlier export of the same format
+    (see the module). `do_lower_case` overrides the casing read from the
+    source; it decides the TF Hub preprocessor's tokenizer and Hugging
+    Face's `tokenizer_config.json`. `sequence_length` is the TF Hub
+    preprocessor's.
     """
     if format_name not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {format_name!r}")
+        raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
+                         f"got {format_name!r}")
+    check_export_folder(output_dir, format_name, [source], argument="output_dir")
     if format_name == "tf_hub":
         return export_tf_hub(source, output_dir, sequence_length, do_lower_case)
     config = load_config(source)
@@ -60,7 +69,7 @@ def export_model(source: str | os.PathLike, output_dir: str | os.PathLike, forma
                         "exported: %s", len(report.unexpected), source,
                         ", ".join(report.unexpected))
     weights = _LoadedWeights(model, report.loaded)
-    with atomic_folder(output_dir) as staging:
+    with export_folder(output_dir, format_name, [source], argument="output_dir") as staging:
         if format_name == "google":
             export_google_checkpoint(weights, os.path.join(staging, "bert_model.ckpt"))
             config.to_json_file(os.path.join(staging, "bert_config.json"))

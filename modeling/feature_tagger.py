@@ -39,10 +39,11 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from core.arguments import check_integer, check_number
 from core.atomic import atomic_path
+from core.record_schema import ENCODER_INPUTS
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableModel
-from modeling.inputs import ENCODER_INPUTS
 from modeling.task_models import tagging_loss
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
@@ -172,11 +173,10 @@ class FeatureTagger(ConfigurableModel):
                  dropout: float = 0.1, **kwargs):
         kwargs.setdefault("name", "feature_tagger")
         super().__init__(**kwargs)
-        if num_labels < 1 or lstm_units < 1 or num_lstm_layers < 1:
-            raise ValueError(f"num_labels, lstm_units and num_lstm_layers must be positive, got "
-                             f"{num_labels}, {lstm_units}, {num_lstm_layers}")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        num_labels = check_integer("num_labels", num_labels)
+        lstm_units = check_integer("lstm_units", lstm_units)
+        num_lstm_layers = check_integer("num_lstm_layers", num_lstm_layers)
+        dropout = check_number("dropout", dropout, 0.0, 1.0, below=True)
         self.keep_settings(num_labels=num_labels, lstm_units=lstm_units,
                            num_lstm_layers=num_lstm_layers)
         self.dropout_rate = dropout

@@ -2,7 +2,9 @@
 
 A model given `label_names` (the order of its output units) reads labels
 given as names and answers with names, so a fine-tuned model reloaded from
-its folder speaks the task's own labels rather than bare indices.
+its folder speaks the task's own labels rather than bare indices. Labels
+are checked against the head in `modeling.labels`; what the window of
+`sequence_length` tokens cuts is counted in `modeling.truncation`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from modeling import truncation
+from modeling.labels import class_indices, label_outputs, regression_targets, tag_indices
 from modeling.preprocessor import split_segments
 from modeling.text_tasks import TextTaskMixin
 from text.tag_schemes import check_aligned
@@ -22,20 +26,35 @@ class SentenceTextMixin(TextTaskMixin):
     num_labels: int
     label_names: list[str] | None
 
-    def _text_columns(self, x, y) -> tuple:
+    def _text_columns(self, x, y, argument: str) -> tuple:
         if getattr(self, "both_orders", False):
             raise ValueError("a both_orders model takes packed [batch, 2, seq] inputs")
+        if isinstance(x, tuple) and len(x) == 2 and all(
+                isinstance(column, (list, tuple, np.ndarray)) for column in x) and \
+                len(x[0]) != len(x[1]):
+            raise ValueError(f"the pair's columns differ in length: {len(x[0])} texts_a but "
+                             f"{len(x[1])} texts_b; give one of each per example")
         texts_a, texts_b = split_segments(x)
         if texts_a.shape.rank == 0:
             raise ValueError("give a list of texts (or of pairs), not a single one")
         inputs = texts_a if texts_b is None else (texts_a, texts_b)
         if y is None:
             return inputs, None
-        dtype = "float32" if self.num_labels == 1 else "int32"
-        return inputs, tf.constant(label_ids(y, self.label_names), dtype)
+        if self.num_labels == 1:
+            return inputs, tf.constant(regression_targets(y, argument), tf.float32)
+        return inputs, tf.constant(class_indices(y, self.num_labels, self.label_names,
+                                                 argument), tf.int32)
 
     def _preprocess_batch(self, x, y=None, sample_weight=None):
         return _with_targets(self.preprocessor(x), y, sample_weight)
+
+    def _truncation(self, inputs) -> str | None:
+        texts_a, texts_b = inputs if isinstance(inputs, tuple) else (inputs, None)
+        return truncation.texts_cut(self.preprocessor.tokenizer, texts_a, texts_b,
+                                    self.preprocessor.sequence_length)
+
+    def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
+        return np.zeros((0,) if self.num_labels == 1 else (0, self.num_labels), np.float32)
 
     def default_loss(self) -> keras.losses.Loss:
         if self.num_labels == 1:
@@ -47,7 +66,7 @@ class SentenceTextMixin(TextTaskMixin):
 
     def predict_labels(self, x, batch_size: int | None = None) -> list:
         """The predicted label of each text: its name if the model has `label_names`,
-        else its index; the score itself for regression (one label)."""
+        else its index; the score itself for regression (one label). [] for no texts."""
         scores = self.predict(x, batch_size=batch_size, verbose=0)
         if self.num_labels == 1:
             return scores.tolist()
@@ -64,13 +83,13 @@ class WordTaggerMixin(TextTaskMixin):
     num_labels: int
     label_names: list[str] | None
 
-    def _text_columns(self, x, y) -> tuple:
+    def _text_columns(self, x, y, argument: str) -> tuple:
         words = ragged_words(x)
         if y is None:
             return words, None
+        ids = tag_indices(y, self.num_labels, self.label_names, argument)
         check_aligned(x, y, "{first} sentences but {second} tag lists",
                       "sentence {index} has {first} words but {second} tags")
-        ids = label_ids([tag for tags in y for tag in tags], self.label_names)
         return words, words.with_flat_values(tf.constant(ids, tf.int32))
 
     def _preprocess_batch(self, words, tags=None, sample_weight=None):
@@ -81,6 +100,13 @@ class WordTaggerMixin(TextTaskMixin):
         if sample_weight is not None:
             weights *= tf.cast(sample_weight, tf.float32)[:, None]
         return packed, tf.maximum(labels, 0), weights
+
+    def _truncation(self, inputs) -> str | None:
+        return truncation.words_cut(self.preprocessor.tokenizer, inputs,
+                                    self.preprocessor.sequence_length)
+
+    def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
+        return np.zeros((0, input_shape[-1], self.num_labels), np.float32)
 
     def default_loss(self) -> keras.losses.Loss:
         # The mean over labelled sub-tokens, as `tagging_loss`: weights are 0 elsewhere.
@@ -94,6 +120,8 @@ class WordTaggerMixin(TextTaskMixin):
         """Each sentence's tags, one per word (name or index); None for a word cut off
         by `sequence_length`, so the output lines up with the input words."""
         logits = self.predict(x, batch_size=batch_size, verbose=0)
+        if not len(logits):
+            return []
         _, starts, _ = self.preprocessor.pack_words(ragged_words(x))
         tags = []
         for row, positions in enumerate(starts.to_list()):
@@ -109,42 +137,16 @@ def ragged_words(sentences) -> tf.RaggedTensor:
     if isinstance(sentences, tf.RaggedTensor):
         return sentences
     for index, sentence in enumerate(sentences):
-        if isinstance(sentence, (str, bytes)) or not all(
-                isinstance(word, (str, bytes)) for word in sentence):
-            raise TypeError(f"sentence {index}: a tagger takes each sentence as a list of "
-                            "words (str)")
+        if not isinstance(sentence, (list, tuple, np.ndarray)):
+            raise TypeError(f"sentence {index} is a {type(sentence).__name__}: a tagger takes "
+                            "each sentence as a list of words (str)")
+        for position, word in enumerate(sentence):
+            if not isinstance(word, (str, bytes)):
+                raise TypeError(f"sentence {index}, word {position} is {word!r}: words must "
+                                "be strings")
     return tf.RaggedTensor.from_row_lengths(
         tf.constant([word for sentence in sentences for word in sentence], tf.string),
         [len(sentence) for sentence in sentences])
-
-
-def label_ids(labels, label_names: list[str] | None) -> list:
-    """Labels given as names (when the model has `label_names`) or as indices, as indices."""
-    labels = list(np.asarray(labels).tolist()) if not isinstance(labels, list) else labels
-    if label_names is None or not any(isinstance(label, str) for label in labels):
-        return labels
-    index = {name: position for position, name in enumerate(label_names)}
-    unknown = sorted({label for label in labels if label not in index})
-    if unknown:
-        raise ValueError(f"labels {', '.join(map(repr, unknown[:5]))} are not among the "
-                         f"model's label_names {label_names}")
-    return [index[label] for label in labels]
-
-
-def label_outputs(indices: list[int], label_names: list[str] | None) -> list:
-    return indices if label_names is None else [label_names[i] for i in indices]
-
-
-def check_label_names(label_names, num_labels: int) -> list[str] | None:
-    """`label_names` as a list, checked against the head's size."""
-    if label_names is None:
-        return None
-    names = list(label_names)
-    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
-        raise ValueError(f"label_names must be distinct strings, got {names}")
-    if len(names) != num_labels:
-        raise ValueError(f"{len(names)} label_names for {num_labels} labels: {names}")
-    return names
 
 
 def _with_targets(features, y, sample_weight):

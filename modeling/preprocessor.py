@@ -21,8 +21,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from modeling.inputs import ENCODER_INPUTS
-from modeling.pretrained import load_tokenizer
+from core.arguments import check_integer
+from core.record_schema import ENCODER_INPUTS
+from modeling.pretrained import load_config, load_tokenizer, model_files
+from text.graph_checks import rows_differ, same_row_lengths
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
 
@@ -34,7 +36,9 @@ class BertPreprocessor(keras.layers.Layer):
     Each is int32 [N, sequence_length]. A batch may also be given as rows of
     pairs (`[("a", "b"), ...]`); a scalar string (an unbatched dataset element)
     gives [sequence_length] rows. A pair whose second text has no token packs
-    as a single text, as the runners do.
+    as a single text, as the runners do. `sequence_length` is an integer of at
+    least 3 ([CLS], a token, [SEP]); `load_preprocessor` also holds it to the
+    model's `max_position_embeddings` (`BertConfig.check_sequence_length`).
     """
 
     def __init__(self, vocabulary: Sequence[str], do_lower_case: bool = True,
@@ -42,11 +46,10 @@ class BertPreprocessor(keras.layers.Layer):
         kwargs.setdefault("name", "bert_preprocessor")
         # Outputs are ids whatever the model computes in; a float policy would be misleading.
         kwargs.setdefault("dtype", "int32")
+        # [CLS], a token, [SEP]; a model's own limit is its config's (`load_preprocessor`).
+        sequence_length = check_integer("sequence_length", sequence_length, minimum=3)
         super().__init__(trainable=False, **kwargs)
-        if sequence_length < 3:
-            raise ValueError(f"sequence_length must be at least 3 ([CLS], a token, [SEP]), "
-                             f"got {sequence_length}")
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = sequence_length
         self.tokenizer = FullTokenizer(f"the vocabulary of layer {self.name!r}",
                                        do_lower_case=do_lower_case, tokens=vocabulary)
         # Strings are not backend tensors: let them through as given.
@@ -69,7 +72,7 @@ class BertPreprocessor(keras.layers.Layer):
             ids_a, _ = self.tokenizer.tokenize_batch(texts_a)
             ids_b = None if texts_b is None else self.tokenizer.tokenize_batch(texts_b)[0]
             packed = pack_ragged(ids_a, ids_b, self.sequence_length, self.tokenizer.cls_id,
-                                 self.tokenizer.sep_id)
+                                 self.tokenizer.sep_id, names=("texts_a", "texts_b"))
         return {key: value[0] for key, value in packed.items()} if scalar else packed
 
     def pack_words(self, words: tf.RaggedTensor, word_labels: tf.RaggedTensor | None = None
@@ -81,8 +84,11 @@ class BertPreprocessor(keras.layers.Layer):
         `sequence_length - 2` sub-tokens. Word starts [N, (words)] give the
         row position of each word's first sub-token, where its tag is read,
         or -1 for a word cut off. Token labels [N, sequence_length] carry
-        `word_labels` at those positions and -1 elsewhere (no loss there).
+        `word_labels` at those positions and -1 elsewhere (no loss there);
+        `word_labels` must hold one label per word, else an InvalidArgumentError.
         """
+        if word_labels is not None:
+            words, word_labels = same_row_lengths(words, word_labels, ("words", "word_labels"))
         with tf.device("cpu"):
             word_pieces = self._word_pieces(words)
             tokens = word_pieces.merge_dims(1, 2)
@@ -108,18 +114,21 @@ class BertPreprocessor(keras.layers.Layer):
         """`[CLS] question [SEP] context [SEP]`, the context given as words [N, (words)].
 
         Each context word is tokenized alone, as the SQuAD runner does, so an
-        answer span maps back to whole words. Also returns the context's
+        answer span maps back to whole words; a word with no sub-token (a lone
+        U+3000) takes no position, as there. Also returns the context's
         sub-tokens by word [N, (words), (pieces)], before truncation.
         """
         with tf.device("cpu"):
             question_ids, _ = self.tokenizer.tokenize_batch(questions)
-            word_pieces = self._word_pieces(context_words)
+            pieces, _ = self.tokenizer.tokenize_batch(context_words.flat_values)
+            word_pieces = tf.RaggedTensor.from_row_splits(pieces, context_words.row_splits)
             return pack_ragged(question_ids, word_pieces.merge_dims(1, 2), self.sequence_length,
-                               self.tokenizer.cls_id, self.tokenizer.sep_id), word_pieces
+                               self.tokenizer.cls_id, self.tokenizer.sep_id,
+                               names=("questions", "context_words")), word_pieces
 
     def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """Sub-tokens of each word [N, (words), (pieces)]; a word with none becomes [UNK],
-        as in the runners, so every word keeps a position."""
+        as in the tagging runners, so every word keeps a position."""
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
         no_piece = tf.cast(pieces.row_lengths() == 0, tf.int64)
         unknown = tf.RaggedTensor.from_row_lengths(
@@ -146,7 +155,11 @@ def load_preprocessor(source: str | os.PathLike, sequence_length: int = 128,
 
     Casing comes from the folder as `load_tokenizer` decides it, unless
     `do_lower_case` is given: an uncased model fed cased pieces sees [UNK].
+    `sequence_length` must fit the position embeddings of the config beside
+    `source`, when there is one: longer rows would index past them.
     """
+    if model_files(source)[0] is not None:
+        sequence_length = load_config(source).check_sequence_length(sequence_length)
     tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
     tokens = tokenizer.inv_vocab
     return BertPreprocessor([tokens[index] for index in range(len(tokens))],
@@ -180,12 +193,20 @@ def split_segments(inputs) -> tuple[tf.Tensor, tf.Tensor | None]:
         if texts_a.shape.rank != texts_b.shape.rank:
             raise ValueError(f"texts_a and texts_b differ in rank: {texts_a.shape} and "
                              f"{texts_b.shape}")
+        if texts_a.shape.rank == 1 and None not in (texts_a.shape[0], texts_b.shape[0]) and (
+                texts_a.shape[0] != texts_b.shape[0]):
+            raise ValueError(rows_differ("texts_a", "texts_b", texts_a.shape[0],
+                                         texts_b.shape[0]))
         return texts_a, texts_b
     return _strings(inputs), None
 
 
 def _strings(texts) -> tf.Tensor:
-    tensor = tf.convert_to_tensor(texts)
+    try:  # the hint makes an empty list an empty batch of strings
+        tensor = tf.convert_to_tensor(texts, dtype_hint=tf.string)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"expected strings (str or bytes), got {type(texts).__name__}: "
+                        f"{error}") from None
     if tensor.dtype != tf.string:
         raise TypeError(f"expected strings, got {tensor.dtype.name} values")
     if tensor.shape.rank is not None and tensor.shape.rank > 1:

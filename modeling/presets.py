@@ -57,6 +57,8 @@ HF_SHORT_IDS: dict[str, str] = {
 HF_FILES = ("config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors")
 _HF_OPTIONAL = frozenset({"tokenizer_config.json"})
 _GOOGLE_FILES = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index")
+# What is unpacked of a Google zip; anything else it holds (the .meta graph) is left out.
+_GOOGLE_MEMBERS = (*_GOOGLE_FILES, "bert_model.ckpt.data-*")
 _HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
@@ -123,7 +125,7 @@ def _google_release(name: str) -> Path:
         atomic.remove_dead_temporaries(folder.parent)
         try:
             with atomic.atomic_folder(folder) as staging:
-                extract_zip(archive, staging)
+                extract_zip(archive, staging, _GOOGLE_MEMBERS)
                 missing = [file for file in _GOOGLE_FILES if not (Path(staging) / file).is_file()]
                 if missing:
                     raise DownloadError(f"{url}: the archive lacks {', '.join(missing)} (it is "

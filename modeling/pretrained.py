@@ -69,6 +69,7 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     gives none, and the model its `label_names`; a caller's other
     `num_labels` asks for a new head, which those names do not describe.
     """
+    check_source(path)
     overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _CONFIG_FIELDS}
     if config is None:
         config = load_config(path, **overrides)
@@ -132,8 +133,28 @@ def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -
     return FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
 
 
+def check_source(path: Any, argument: str = "path") -> None:
+    """Refuses what cannot name a model: not a str or path, or empty.
+
+    An empty string would otherwise stand for the current folder, and None
+    or a number fail inside `os.fspath` with no word of which argument.
+
+    Args:
+      path: what the caller gave as the model's folder, checkpoint or name.
+      argument: the argument's name, for the message.
+    """
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str):
+        raise TypeError(f"{argument} must be a model folder, checkpoint or model name "
+                        f"(a str or os.PathLike), got {path!r}")
+    if not text.strip():
+        raise ValueError(f"{argument} is empty ({path!r}): give a model folder, checkpoint or "
+                         "model name")
+
+
 def _candidate_folders(path: str | os.PathLike) -> list[Path]:
     """The folder a checkpoint path or model name stands for, then its parent (`export/`'s)."""
+    check_source(path)
     path = resolve(path)
     folder = path if path.is_dir() else path.parent
     return [folder, folder.parent]

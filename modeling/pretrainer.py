@@ -3,8 +3,10 @@
 `BertPretrainer` takes the features dict of the pre-training TFRecords and
 returns logits. Its `compute_loss` / `compute_metrics` make `fit` and
 `evaluate` work on those features directly (no separate labels), reporting
-the metrics the original wrote to `eval_results.txt`. The loss functions are
-also plain functions here, for custom training loops.
+the metrics the original wrote to `eval_results.txt`. For custom training
+loops, `pretraining_losses` and `pretraining_metric_sums` are methods of the
+model: the objective a model was built for decides its loss and metrics, so
+it is named once, when the model is built.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from core.record_schema import ENCODER_INPUTS
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
-from modeling.inputs import ENCODER_INPUTS
 from modeling.layers import fast_paths
 from modeling.layers.settings import ConfigurableModel
+from modeling.quantization import QuantizableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 
@@ -78,62 +81,14 @@ def next_sentence_accuracy(logits, next_sentence_labels):
     return ops.mean(ops.cast(_correct(logits, labels), "float32"))
 
 
-def pretraining_losses(features: dict, outputs: dict, objective: str) -> dict:
-    """The terms of the paper's loss for `objective`, and their sum under "loss"."""
-    _check_objective(objective)
-    if objective == "ltr":
-        loss = left_to_right_lm_loss(outputs["lm_logits"], features["input_ids"],
-                                     features["input_mask"])
-        return {"lm_loss": loss, "loss": loss}
-    losses = {"masked_lm_loss": masked_lm_loss(
-        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])}
-    if objective == "mlm_nsp":
-        losses["next_sentence_loss"] = next_sentence_loss(
-            outputs["next_sentence_logits"], features["next_sentence_labels"])
-    losses["loss"] = sum(losses.values())
-    return losses
-
-
-def pretraining_metric_sums(features: dict, outputs: dict, objective: str) -> dict:
-    """{metric: (weighted sum, total weight)} for one batch, to be summed over batches.
-
-    Summing numerators and denominators separately, then dividing once,
-    gives the streaming means the original's `tf.metrics.mean` reported
-    (masked-LM figures weighted by `masked_lm_weights`), also across replicas.
-    """
-    _check_objective(objective)
-    if objective == "ltr":
-        targets, weights = _next_token_targets(features["input_ids"], features["input_mask"])
-        logits = outputs["lm_logits"][:, :-1]
-        return _sums({"lm_accuracy": _correct(logits, targets),
-                      "lm_loss": cross_entropy(targets, logits)}, weights)
-    weights = ops.cast(features["masked_lm_weights"], "float32")
-    logits, ids = outputs["masked_lm_logits"], features["masked_lm_ids"]
-    sums = _sums({"masked_lm_accuracy": _correct(logits, ids),
-                  "masked_lm_loss": cross_entropy(ids, logits)}, weights)
-    if objective == "mlm_nsp":
-        logits = outputs["next_sentence_logits"]
-        labels = ops.reshape(features["next_sentence_labels"], (-1,))
-        ones = ops.ones_like(ops.cast(labels, "float32"))
-        sums.update(_sums({"next_sentence_accuracy": _correct(logits, labels),
-                           "next_sentence_loss": cross_entropy(labels, logits)}, ones))
-    return sums
-
-
 def _sums(values: dict, weights) -> dict:
     total = ops.sum(weights)
     return {name: (ops.sum(ops.cast(value, "float32") * weights), total)
             for name, value in values.items()}
 
 
-def _check_objective(objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown pre-training objective {objective!r}; expected one of "
-                         f"{', '.join(OBJECTIVES)}")
-
-
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(ConfigurableModel):
+class BertPretrainer(QuantizableModel, ConfigurableModel):
     """BERT with its pre-training heads, for one of three objectives.
 
     - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);
@@ -146,7 +101,9 @@ class BertPretrainer(ConfigurableModel):
     """
 
     def __init__(self, config: BertConfig, objective: str = "mlm_nsp", **kwargs):
-        _check_objective(objective)
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown pre-training objective {objective!r}; expected one of "
+                             f"{', '.join(OBJECTIVES)}")
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         self.keep_settings(config=config, objective=objective)
@@ -170,8 +127,8 @@ class BertPretrainer(ConfigurableModel):
 
     def _metric_names(self) -> tuple[str, ...]:
         if self.objective == "ltr":
-            return ("lm_accuracy", "lm_loss")
-        names = ("masked_lm_accuracy", "masked_lm_loss")
+            return ("lm_accuracy", self.lm_loss_name)
+        names = ("masked_lm_accuracy", self.lm_loss_name)
         if self.objective == "mlm_nsp":
             names += ("next_sentence_accuracy", "next_sentence_loss")
         return names
@@ -196,9 +153,62 @@ class BertPretrainer(ConfigurableModel):
     def _required_features(self) -> tuple[str, ...]:
         return ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
 
+    @property
+    def lm_loss_name(self) -> str:
+        """The language model's loss among the losses and metrics: the perplexity's exponent."""
+        return "lm_loss" if self.objective == "ltr" else "masked_lm_loss"
+
+    def pretraining_losses(self, features: dict, outputs: dict) -> dict:
+        """The terms of the paper's loss for this model's objective, and their sum under "loss".
+
+        Args:
+            features: the pre-training record's features (labels included).
+            outputs: this model's outputs for them.
+        """
+        if self.objective == "ltr":
+            loss = left_to_right_lm_loss(outputs["lm_logits"], features["input_ids"],
+                                         features["input_mask"])
+            return {self.lm_loss_name: loss, "loss": loss}
+        losses = {self.lm_loss_name: masked_lm_loss(
+            outputs["masked_lm_logits"], features["masked_lm_ids"],
+            features["masked_lm_weights"])}
+        if self.objective == "mlm_nsp":
+            losses["next_sentence_loss"] = next_sentence_loss(
+                outputs["next_sentence_logits"], features["next_sentence_labels"])
+        losses["loss"] = sum(losses.values())
+        return losses
+
+    def pretraining_metric_sums(self, features: dict, outputs: dict) -> dict:
+        """{metric: (weighted sum, total weight)} for one batch, to be summed over batches.
+
+        Summing numerators and denominators separately, then dividing once,
+        gives the streaming means the original's `tf.metrics.mean` reported
+        (masked-LM figures weighted by `masked_lm_weights`), also across replicas.
+
+        Args:
+            features: the pre-training record's features (labels included).
+            outputs: this model's outputs for them.
+        """
+        if self.objective == "ltr":
+            targets, weights = _next_token_targets(features["input_ids"], features["input_mask"])
+            logits = outputs["lm_logits"][:, :-1]
+            return _sums({"lm_accuracy": _correct(logits, targets),
+                          self.lm_loss_name: cross_entropy(targets, logits)}, weights)
+        weights = ops.cast(features["masked_lm_weights"], "float32")
+        logits, ids = outputs["masked_lm_logits"], features["masked_lm_ids"]
+        sums = _sums({"masked_lm_accuracy": _correct(logits, ids),
+                      self.lm_loss_name: cross_entropy(ids, logits)}, weights)
+        if self.objective == "mlm_nsp":
+            logits = outputs["next_sentence_logits"]
+            labels = ops.reshape(features["next_sentence_labels"], (-1,))
+            ones = ops.ones_like(ops.cast(labels, "float32"))
+            sums.update(_sums({"next_sentence_accuracy": _correct(logits, labels),
+                               "next_sentence_loss": cross_entropy(labels, logits)}, ones))
+        return sums
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The paper's loss from the features in `x`; `y` is unused (labels are features)."""
-        loss = pretraining_losses(x, y_pred, self.objective)["loss"]
+        loss = self.pretraining_losses(x, y_pred)["loss"]
         if self.losses:
             loss = loss + ops.sum(self.losses)
         # Gradients are summed over replicas, so each replica contributes its share.
@@ -206,7 +216,7 @@ class BertPretrainer(ConfigurableModel):
         return loss / replicas if replicas > 1 else loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        for name, (total, weight) in pretraining_metric_sums(x, y_pred, self.objective).items():
+        for name, (total, weight) in self.pretraining_metric_sums(x, y_pred).items():
             # The batch mean, weighted by its total weight: a streaming weighted mean.
             self.trackers[name].update_state(total / ops.maximum(weight, 1e-12),
                                              sample_weight=weight)

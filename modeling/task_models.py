@@ -26,25 +26,33 @@ import os
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
+from core.arguments import check_integer, check_number
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin, check_label_names
+from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin
 from modeling.heads import LeftToRightLMHead
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
+from modeling.labels import check_label_names
+from modeling.layers import int8
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import load_task_model
+from modeling.pretrained import check_source, load_task_model
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
+from modeling.quantization import QuantizableModel
 from modeling.span_text import SpanTextMixin
 from modeling.text_tasks import TextTaskMixin
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class OutputProjection(ConfigurableLayer):
-    """logits = x . W^T + b with W stored [units, hidden], under a Google-style name."""
+class OutputProjection(int8.Quantizable, ConfigurableLayer):
+    """logits = x . W^T + b with W stored [units, hidden], under a Google-style name.
+
+    `quantize("int8")` makes W int8 per unit (`modeling.layers.int8`).
+    """
 
     def __init__(self, units: int, hidden_size: int, initializer_range: float,
                  checkpoint_prefix: str, **kwargs):
@@ -58,6 +66,8 @@ class OutputProjection(ConfigurableLayer):
             initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
         self.output_bias = self.add_weight(shape=(units,), initializer="zeros",
                                            name="output_bias")
+        if self.quantization_mode == int8.MODE:  # rebuilt from a quantized layer's config
+            int8.quantize_weights(self, ("output_weights",), input_axis=1)
         self.built = True
 
     def call(self, hidden):
@@ -65,13 +75,20 @@ class OutputProjection(ConfigurableLayer):
         logits = ops.matmul(hidden, ops.transpose(weights))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        int8.quantize_layer(self, mode, config, ("output_weights",), input_axis=1)
+
+    def quantized_call(self, hidden):
+        weights = int8.quantized_weight(self, "output_weights", transposed=True)
+        return int8.product(int8.quantize_rows(hidden), weights, self.output_bias)
+
     def checkpoint_variables(self) -> dict:
         prefix = f"{self.checkpoint_prefix}/" if self.checkpoint_prefix else ""
         return {f"{prefix}output_weights": self.output_weights,
                 f"{prefix}output_bias": self.output_bias}
 
 
-class _FineTuningModel(TextTaskMixin, ConfigurableModel):
+class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
     """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
 
     The config holds the BERT hyperparameters as a plain dict plus the
@@ -86,6 +103,8 @@ class _FineTuningModel(TextTaskMixin, ConfigurableModel):
         self.keep_settings(config=config, causal=causal)
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+        if preprocessor is not None:
+            config.check_sequence_length(preprocessor.sequence_length)
         self.preprocessor = preprocessor
         self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
@@ -99,7 +118,12 @@ class _FineTuningModel(TextTaskMixin, ConfigurableModel):
         `modeling.pretrained.load_task_model` for `kwargs`. A `sequence_length`
         attaches the folder's preprocessor, so the model takes raw text.
         """
+        check_source(path)
+        if do_lower_case is not None and not isinstance(do_lower_case, bool):
+            raise TypeError(f"do_lower_case must be True, False or None (the folder's "
+                            f"casing), got {do_lower_case!r}")
         if sequence_length is not None:
+            sequence_length = check_integer("sequence_length", sequence_length)
             kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
         return load_task_model(cls, path, **kwargs)
 
@@ -164,15 +188,15 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
                  lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
                  label_names: list[str] | None = None, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
+        num_labels = check_integer("num_labels", num_labels)
+        lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
         super().__init__(config, causal=causal, **kwargs)
-        if num_labels < 1:
-            raise ValueError(f"num_labels must be at least 1, got {num_labels}")
         if lm_aux_weight and not causal:
             raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
         if both_orders and not causal:
             raise ValueError("both_orders is GPT's similarity input for the left-to-right "
                              "model (causal=True); a bidirectional model sees both texts")
-        self.keep_settings(num_labels=num_labels, lm_aux_weight=float(lm_aux_weight),
+        self.keep_settings(num_labels=num_labels, lm_aux_weight=lm_aux_weight,
                            both_orders=both_orders, bilstm_units=bilstm_units,
                            label_names=check_label_names(label_names, num_labels))
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
@@ -241,6 +265,16 @@ class BertMultipleChoice(_FineTuningModel):
     def head_variables(self) -> dict:
         return self.scorer.checkpoint_variables()
 
+    def default_loss(self) -> keras.losses.Loss:
+        # One score per choice; the label is the right choice's index.
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self) -> list:
+        return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
+    def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
+        return np.zeros((0, input_shape[1] if len(input_shape) == 3 else 0), np.float32)
+
 
 class _SequenceModel(_FineTuningModel):
     """A head on every position's vector: the sequence output, through an optional BiLSTM.
@@ -292,6 +326,7 @@ class BertTokenTagger(WordTaggerMixin, _SequenceModel):
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
                  label_names: list[str] | None = None, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
+        num_labels = check_integer("num_labels", num_labels)
         super().__init__(config, bilstm_units, **kwargs)
         self.keep_settings(num_labels=num_labels,
                            label_names=check_label_names(label_names, num_labels))
@@ -335,8 +370,7 @@ def tagging_loss(features: dict, logits) -> dict:
 
 def _bilstm(units: int, input_size: int, return_sequences: bool, dtype) -> keras.layers.Layer | None:
     """A bidirectional LSTM of `units` per direction, built; None for 0 units."""
-    if units < 0:
-        raise ValueError(f"bilstm_units must not be negative, got {units}")
+    units = check_integer("bilstm_units", units, minimum=0)
     if not units:
         return None
     layer = keras.layers.Bidirectional(

@@ -25,6 +25,15 @@ word, [batch, (words), (pieces)], as TF Hub's does; `bert_pack_inputs` takes
 one or two such segments (or [batch, (pieces)] ones). A second segment with
 no tokens packs as a single text, as the original's `if tokens_b:`.
 
+Bad arguments to `bert_pack_inputs` end in one `InvalidArgumentError` whose
+"assertion failed:" line says what is wrong, raised before any packing: a
+`seq_length` outside [3, max_position_embeddings], segments of different
+batch sizes, and three segments (BERT has two segment types). The loaded
+model has no Python of ours to check with, and calls that match no traced
+signature (four segments, a words segment beside a pieces one) get
+TensorFlow's own list of the signatures it has; three is traced only to
+refuse, so that the likeliest mistake reads as a sentence.
+
 The encoder takes the three int32 inputs, runs in float32, and accepts
 `training=True` for fine-tuning (dropout on); it lists `variables` and
 `trainable_variables` as TF Hub's reusable SavedModels do.
@@ -37,9 +46,10 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from core.atomic import atomic_folder
+from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from modeling.pretrained import load_encoder, load_tokenizer
+from modeling.pretrained import load_config, load_encoder, load_tokenizer
+from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
 
@@ -56,17 +66,20 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
     `source` is any folder or checkpoint `load_encoder` takes; its casing
     comes from the folder unless `do_lower_case` is given. `sequence_length`
     is what the preprocessor's default signature pads to (`bert_pack_inputs`
-    takes its own). `folder` appears whole or not at all.
+    takes its own). `folder` must be new, empty, or an earlier TF Hub export
+    (`core.export_folder`: it is then replaced whole); it appears whole or
+    not at all. Every argument is checked before the weights are loaded.
     """
-    encoder = load_encoder(source, output_hidden_states=True)
-    limit = encoder.config.max_position_embeddings
-    if not 3 <= sequence_length <= limit:
-        raise ValueError(f"sequence_length must be between 3 and the model's "
-                         f"max_position_embeddings ({limit}), got {sequence_length}")
+    check_export_folder(folder, "tf_hub", [source])
+    config = load_config(source)
+    sequence_length = config.check_sequence_length(sequence_length)
+    if do_lower_case is not None and not isinstance(do_lower_case, bool):
+        raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
     tokenizer = load_tokenizer(source, do_lower_case)
-    preprocess = HubPreprocess(tokenizer, sequence_length, limit)
+    encoder = load_encoder(source, output_hidden_states=True)
+    preprocess = HubPreprocess(tokenizer, sequence_length, config.max_position_embeddings)
     hub_encoder = HubEncoder(encoder, tokenizer)
-    with atomic_folder(folder) as staging:
+    with export_folder(folder, "tf_hub", [source]) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),
                             signatures={"serving_default": preprocess.__call__})
         tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
@@ -87,7 +100,7 @@ class HubPreprocess(tf.Module):
         for rank in (2, 3):
             spec = tf.RaggedTensorSpec([None] * rank, tf.int32, ragged_rank=rank - 1,
                                        row_splits_dtype=tf.int64)
-            for segments in (1, 2):
+            for segments in (1, 2, 3):  # three: refused with a sentence, see the module's doc
                 self.bert_pack_inputs.get_concrete_function([spec] * segments)
                 self.bert_pack_inputs.get_concrete_function(
                     [spec] * segments, seq_length=tf.TensorSpec([], tf.int32))
@@ -110,19 +123,23 @@ class HubPreprocess(tf.Module):
         if seq_length is None:
             seq_length = self.sequence_length
         else:
-            tf.debugging.assert_greater_equal(seq_length, 3, "seq_length must be at least 3")
-            tf.debugging.assert_less_equal(
-                seq_length, self.max_length,
-                f"seq_length must not exceed max_position_embeddings ({self.max_length})")
+            seq_length = guarded(
+                (seq_length >= 3) & (seq_length <= self.max_length),
+                f"seq_length must be from 3 to {self.max_length} (max_position_embeddings), "
+                "got {}", [seq_length], seq_length)
+        if len(segments) not in (1, 2):
+            rows = guarded(tf.constant(False), f"bert_pack_inputs packs one or two segments "
+                           f"(BERT has two segment types), got {len(segments)}", [],
+                           segments[0].nrows())
+            refused = tf.zeros(tf.stack([tf.cast(rows, tf.int32), seq_length]), tf.int32)
+            return {hub_name: refused for hub_name in HUB_INPUTS}
         return self._pack(segments, seq_length)
 
     def _pack(self, segments: list, seq_length) -> dict[str, tf.Tensor]:
-        if len(segments) not in (1, 2):
-            raise ValueError(f"bert_pack_inputs packs one or two segments, got {len(segments)}")
         flat = [segment.merge_dims(1, -1) if segment.shape.rank > 2 else segment
                 for segment in segments]
         packed = pack_ragged(flat[0], flat[1] if len(flat) == 2 else None, seq_length,
-                             *self._special_ids)
+                             *self._special_ids, names=("segments[0]", "segments[1]"))
         return {hub_name: packed[name] for hub_name, name in HUB_INPUTS.items()}
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core.arguments import check_non_negative
 from core.atomic import write_atomically
 from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
@@ -31,7 +32,7 @@ from tasks.contract import FineTuningTask, TaskResult
 from tasks.model_files import ResolvedModel
 from tasks.serving import export_classifier
 from training import finetuning, loop
-from training.configs import OptimizationConfig, TrainingConfig, check_non_negative
+from training.configs import OptimizationConfig, TrainingConfig
 
 KINDS = ("classification", "regression", "multiple_choice")
 
@@ -224,7 +225,8 @@ def sweep(resolved: ResolvedModel, strategy: tf.distribute.Strategy, data: Class
         try:
             step = finetuning.train(model, strategy, data.train, loss(data),
                                     dataclasses.replace(optimization, learning_rate=rate),
-                                    training, run_dir, seed=training.random_seed + restart)
+                                    training, run_dir, seed=training.random_seed + restart,
+                                    hidden_size=resolved.config.hidden_size)
         except loop.TrainingDiverged as error:
             if len(grid) == 1:
                 raise

@@ -22,16 +22,17 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core.arguments import check_positive
 from core.atomic import atomic_open
+from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights
 from modeling.encoder import BertEncoder
-from modeling.inputs import ENCODER_INPUTS
 from tasks.contract import TaskResult
 from tasks.model_files import FROZEN_ENCODER, ModelFiles, ResolvedModel, resolve_model_files
 from text.sentence_pairs import pack
 from text.text_files import read_utf8_lines
 from text.tokenization import FullTokenizer
-from training.configs import OptimizationConfig, TrainingConfig, check_positive
+from training.configs import OptimizationConfig, TrainingConfig
 
 # The original's separator; a line ending in it (its trailing space stripped) has an empty B.
 _PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\|(?: (.*))?$")

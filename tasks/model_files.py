@@ -23,7 +23,6 @@ from absl import logging
 from modeling import pretrained
 from modeling.config import BertConfig, ConfigError
 from text.tokenization import FullTokenizer, load_vocab
-from training.configs import check_sequence_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +94,7 @@ def resolve_model_files(model_files: ModelFiles, needs: ModelNeeds,
         raise ValueError("--transfer_layers picks the blocks a fine-tuned model starts from; a "
                          "frozen encoder is read whole")
     config = BertConfig.from_json_file(files.bert_config_file)
-    check_sequence_length(max_seq_length, config.max_position_embeddings, files.bert_config_file)
+    config.check_sequence_length(max_seq_length, "max_seq_length", files.bert_config_file)
     if files.vocab_file:
         _check_vocabulary_size(files, config, exact=needs.vocabulary)
     return ResolvedModel(files, config)

@@ -19,15 +19,14 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic
+from core.arguments import check_non_negative, check_positive
 from evaluation.results import write_eval_results
 from modeling.checkpoints import export_google_checkpoint, load_weights
-from modeling.pretrainer import (OBJECTIVES, BertPretrainer, pretraining_losses,
-                                 pretraining_metric_sums)
+from modeling.pretrainer import OBJECTIVES, BertPretrainer
 from tasks.contract import TaskResult
 from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_model_files
 from training import loop
-from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
-                              check_positive, check_weights_to_evaluate)
+from training.configs import OptimizationConfig, TrainingConfig, check_weights_to_evaluate
 from training.input_pipeline import (list_files, naming_corrupt_records,
                                      naming_out_of_vocabulary_ids, pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
@@ -62,7 +61,7 @@ def check(task: PretrainingTask, model_files: ModelFiles, training: TrainingConf
     if task.max_predictions_per_seq > training.max_seq_length:
         raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
     if task.do_eval:
-        check_weights_to_evaluate("--do_eval", task.do_train, model_files.init_checkpoint,
+        check_weights_to_evaluate(("do_eval",), task.do_train, model_files.init_checkpoint,
                                   training.output_dir)
 
 
@@ -95,10 +94,6 @@ def check_records_fit_objective(file_pattern: str, objective: str) -> None:
                          "for --objective=ltr); the masked LM would learn nothing")
 
 
-def loss(task: PretrainingTask) -> loop.LossFunction:
-    return lambda features, outputs: pretraining_losses(features, outputs, task.objective)
-
-
 def train(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedModel,
           training: TrainingConfig) -> None:
     """Trains on `task.input_file`, naming a damaged record or an id past the vocabulary."""
@@ -113,9 +108,9 @@ def train(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedMo
         training_run.train(build)
 
 
-def score(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedModel,
-          training: TrainingConfig) -> dict[str, float]:
-    """Weighted means of the losses and accuracies, plus the LM's perplexity."""
+def score(training_run: TrainingRun, model: BertPretrainer, task: PretrainingTask,
+          resolved: ResolvedModel, training: TrainingConfig) -> dict[str, float]:
+    """Weighted means of `model`'s losses and accuracies, plus the LM's perplexity."""
     eval_input = task.eval_input_file or task.input_file
 
     def build(context):
@@ -128,10 +123,8 @@ def score(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedMo
             eval_input, resolved.config.vocab_size, resolved.files.bert_config_file):
         scores = training_run.evaluate(
             training_run.strategy.distribute_datasets_from_function(build),
-            lambda features, outputs: pretraining_metric_sums(features, outputs, task.objective),
-            task.max_eval_steps)
-    loss_key = "lm_loss" if task.objective == "ltr" else "masked_lm_loss"
-    scores["perplexity"] = math.exp(min(scores[loss_key], 50.0))
+            model.pretraining_metric_sums, task.max_eval_steps)
+    scores["perplexity"] = math.exp(min(scores[model.lm_loss_name], 50.0))
     return scores
 
 
@@ -176,8 +169,9 @@ class Pretraining:
         with strategy.scope():
             model = BertPretrainer(resolved.config, objective=task.objective)
         updates, warmup = optimization.schedule(None, training.train_batch_size)
-        training_run = TrainingRun(model, loss(task), strategy, optimization, training, updates,
-                                   warmup, output_dir)
+        training_run = TrainingRun(model, model.pretraining_losses, strategy, optimization,
+                                   training, updates, warmup, output_dir,
+                                   hidden_size=resolved.config.hidden_size)
         if training_run.restored_from:
             logging.info("Resuming from %s at step %d", training_run.restored_from,
                          training_run.step)
@@ -188,7 +182,7 @@ class Pretraining:
         chief = training_run.trainer.chief
         scores, written = {}, []
         if task.do_eval:
-            scores = score(training_run, task, resolved, training)
+            scores = score(training_run, model, task, resolved, training)
             if chief:
                 global_step = training_run.global_step
                 loop.write_scalars(os.path.join(output_dir, "logs", "eval"), global_step, scores)

@@ -18,7 +18,6 @@ tokenizer held for tracing, the label names kept in the folder as
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from core.saved_models import KerasCall, write_saved_model
 from modeling.layers import fast_paths
@@ -46,8 +45,8 @@ class RawTextServing(tf.Module):
     def word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """[batch, (words)] strings -> ids [batch, (words), (pieces)]; [UNK] for a word of none.
 
-        Each word is tokenized on its own, as the SQuAD and CoNLL readers
-        tokenize the whitespace-separated words of their files.
+        Each word is tokenized on its own, as the CoNLL reader tokenizes the
+        words of its files.
         """
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)
         unknown = tf.fill([pieces.nrows()], tf.constant(self.tokenizer.unk_id, tf.int32))
@@ -71,15 +70,12 @@ def trim_padding(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     masked out of every attention), but each costs as much as a real one:
     one sentence of 20 pieces packed to 128 is 6 times the work. Packing keeps
     the training layout; the model is then run on the longest row's length.
+    An empty batch keeps its packed length (it has no longest row).
     """
-    longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))
+    lengths = tf.reduce_sum(features["input_mask"], axis=-1)
+    longest = tf.where(tf.size(lengths) > 0, tf.reduce_max(lengths),
+                       tf.shape(features["input_mask"])[-1])
     return {name: value[..., :longest] for name, value in features.items()}
-
-
-def whitespace_words(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
-                                                  tf.RaggedTensor]:
-    """[batch] strings -> words [batch, (words)] and their start and end byte offsets."""
-    return tf_text.WhitespaceTokenizer().tokenize_with_offsets(texts)
 
 
 def export(module: RawTextServing, path: str, signatures: dict) -> str:
@@ -115,9 +111,9 @@ class ClassifierServing(RawTextServing):
     def serve_pair(self, text_a, text_b):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
         ids_b, _ = self.tokenizer.tokenize_batch(text_b)
-        features = pack_ragged(ids_a, ids_b, *self._packing)
+        features = pack_ragged(ids_a, ids_b, *self._packing, names=("text_a", "text_b"))
         if self.both_orders:
-            backward = pack_ragged(ids_b, ids_a, *self._packing)
+            backward = pack_ragged(ids_b, ids_a, *self._packing, names=("text_b", "text_a"))
             features = {key: tf.stack([value, backward[key]], axis=1)
                         for key, value in features.items()}
         return self._outputs(features)

@@ -1,8 +1,9 @@
 """A SavedModel for a fine-tuned tagger: a sentence, or its words, in; a tag per word out.
 
 The signature reads a sentence as the CoNLL reader's tagger saw it: words
-(split on whitespace, or given), each tokenized on its own ([UNK] for a
-word without pieces), `[CLS] pieces [SEP]` packed by `pack_ragged`, and
+(split on the SQuAD reader's whitespace, `text.whitespace_words`, or
+given), each tokenized on its own ([UNK] for a word without pieces),
+`[CLS] pieces [SEP]` packed by `pack_ragged`, and
 each word tagged at its first piece, as in the paper. The tags come back as
 the label names the model was trained with. A sentence longer than one
 window is read up to the window (the runner slides windows over it): its
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tasks.serving import TEXTS, RawTextServing, export, whitespace_words
+from tasks.serving import TEXTS, RawTextServing, export
 from text.sentence_pairs import pack_ragged
+from text.whitespace_words import split_words
 
 
 class TaggerServing(RawTextServing):
@@ -28,7 +30,7 @@ class TaggerServing(RawTextServing):
 
     @tf.function(input_signature=[TEXTS])
     def tag_sentence(self, sentence):
-        words, _, _ = whitespace_words(sentence)
+        words, _, _ = split_words(sentence)
         return self._tag(words)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string)])

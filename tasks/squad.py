@@ -16,6 +16,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from core.arguments import check_non_negative, check_positive
 from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
                                                features_to_arrays)
@@ -27,8 +28,7 @@ from tasks.model_files import ResolvedModel
 from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from training import finetuning
-from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
-                              check_positive)
+from training.configs import OptimizationConfig, TrainingConfig
 
 _LOGGED_WINDOWS = 20
 
@@ -146,7 +146,8 @@ class Squad(FineTuningTask):
         step, written = 0, []
         if task.do_train:
             step = finetuning.train(model, strategy, train_arrays, span_loss, optimization,
-                                    training, output_dir, seed=training.random_seed)
+                                    training, output_dir, seed=training.random_seed,
+                                    hidden_size=resolved.config.hidden_size)
             written.extend(finetuning.save_model_files(model, resolved.config,
                                                        resolved.files.vocab_file, output_dir))
             if task.export_saved_model:

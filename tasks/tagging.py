@@ -26,14 +26,16 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data_prep.datasets.conll import (build_windows, detect_scheme, label_list, predictions_to_tags,
-                                      read_conll, windows_to_arrays, write_conll_predictions)
+from core.arguments import check_non_negative, check_positive
+from core.record_schema import ENCODER_INPUTS
+from data_prep.datasets.conll import (build_windows, check_entity_tags, detect_scheme, label_list,
+                                      predictions_to_tags, read_conll, windows_to_arrays,
+                                      write_conll_predictions)
 from evaluation.ner import entity_scores, token_accuracy
 from evaluation.results import write_eval_results
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      check_feature_layers, write_features)
-from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import save_labels
 from modeling.task_models import BertTokenTagger, tagging_loss
 from tasks.contract import FineTuningTask, TaskResult
@@ -41,8 +43,7 @@ from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, ModelFiles, ModelNee
                                ResolvedModel)
 from tasks.serving_tagging import export_tagger
 from training import finetuning
-from training.configs import (OptimizationConfig, TrainingConfig, check_non_negative,
-                              check_positive)
+from training.configs import OptimizationConfig, TrainingConfig
 
 SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
 # The BiLSTM trains from scratch: the fine-tuning default rate is far too low for it.
@@ -152,6 +153,8 @@ def read_data(task: TaggingTask, tokenizer, max_seq_length: int
     if not task.labels and "train" not in sentences:
         sentences["train"] = _read_split(task.data_dir, "train")
     _check_same_columns(sentences)
+    for name, split in sentences.items():
+        check_entity_tags(split, training=name == "train")
     labels = list(task.labels or label_list(sentences["train"]))
     _check_labels(labels)
     scheme = task.tag_scheme if task.tag_scheme != "auto" else detect_scheme(
@@ -195,7 +198,8 @@ def fine_tune(resolved: ResolvedModel, strategy: tf.distribute.Strategy, task: T
     if task.do_train:
         step = finetuning.train(model, strategy, splits["train"].arrays, tagging_loss,
                                 optimization, training, training.output_dir,
-                                seed=training.random_seed)
+                                seed=training.random_seed,
+                                hidden_size=resolved.config.hidden_size)
         written.extend(finetuning.save_model_files(model, resolved.config,
                                                    resolved.files.vocab_file,
                                                    training.output_dir, labels))

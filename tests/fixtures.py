@@ -1,4 +1,4 @@
-"""Small synthetic inputs shared by the end-to-end tests of the runners."""
+"""The tests' base TestCase and the small synthetic inputs the tests share."""
 
 import importlib
 import json
@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
+from core.arguments import FieldMessage
 from modeling.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,15 +50,23 @@ def tiny_config(**changes) -> BertConfig:
     return BertConfig(**{**TINY_CONFIG, **changes})
 
 
-def class_folder(test_class: type) -> Path:
-    """A temporary folder for a whole TestCase class, removed after its last test.
+class TestCase(tf.test.TestCase):
+    """The test tree's base class: tf.test's, with its temporary folders as `Path`s."""
 
-    For inputs a `setUpClass` writes once and every test only reads;
-    tf.test's `create_tempdir` lives for one test.
-    """
-    folder = Path(tempfile.mkdtemp())
-    test_class.addClassCleanup(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+    def tmp_path(self) -> Path:
+        """A new empty folder for this test, removed after it."""
+        return Path(self.create_tempdir().full_path)
+
+    @classmethod
+    def class_folder(cls) -> Path:
+        """A new empty folder for the whole class, removed after its last test.
+
+        For inputs a `setUpClass` writes once and every test only reads;
+        `tmp_path` lives for one test.
+        """
+        folder = Path(tempfile.mkdtemp())
+        cls.addClassCleanup(shutil.rmtree, folder, ignore_errors=True)
+        return folder
 
 
 def write_tiny_config(path: Path, **changes) -> Path:
@@ -122,11 +131,17 @@ def run_main(script: str, arguments: Mapping[str, object]) -> None:
 
     For runs that must be refused: the error its entry point would print as
     `script: error: ...` (exit status 1) is raised here, without the cost of
-    a new process. Arguments that are None are left out.
+    a new process, its message as the edge writes it (the runner's flags as
+    `--flag`). Arguments that are None are left out.
     """
     module = importlib.import_module(script.removesuffix(".py"))
     values = flags.FlagValues()
     module.define_flags(values)
     values([script, *(f"--{key}={value}" for key, value in arguments.items()
                       if value is not None)])
-    module.main([script], values)
+    try:
+        module.main([script], values)
+    except Exception as error:  # FieldMessage is a mixin: caught through the exception
+        if isinstance(error, FieldMessage):
+            error.args = (error.render(values),)
+        raise

@@ -10,6 +10,7 @@ import demo
 from experiments import jobs, schedule
 from experiments.grid import GridBuilder
 from experiments.scales import Datasets
+from tests.fixtures import TestCase
 
 
 def _toy_datasets(root: Path) -> Datasets:
@@ -26,11 +27,11 @@ def _toy_datasets(root: Path) -> Datasets:
                     jobs.Dataset("tagging", (root / "tagging",)))
 
 
-class DemoTest(tf.test.TestCase):
+class DemoTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(self.create_tempdir().full_path)
+        self.root = self.tmp_path()
         self.builder = GridBuilder(demo.DEMO, _toy_datasets(self.root), demo.SEEDS)
         self.phases, self.rows = demo.describe(self.builder)
 

@@ -1,8 +1,14 @@
 """export_model.py: one source, three layouts, each read back by its own ecosystem's loader path."""
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 
 import keras
+import pytest
 import tensorflow as tf
 from absl import flags
 from absl.testing import parameterized
@@ -10,7 +16,7 @@ from absl.testing import parameterized
 import export_model
 from modeling import BertClassifier, BertConfig, BertPretrainer, load_encoder, load_tokenizer
 from modeling.checkpoints import export_google_checkpoint, save_checkpoint
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat"]
 INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 8, 3, 0]]),
@@ -25,12 +31,12 @@ def _run(*arguments: str) -> None:
     export_model.main(["export_model.py"], values)
 
 
-class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
+class ExportModelTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
         cls.source = cls.root / "uncased_tiny"
         cls.source.mkdir()
@@ -50,7 +56,8 @@ class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
         out = self.root / "google"
         _run(f"--source={self.source}", "--format=google", f"--output_dir={out}")
         self.assertEqual(sorted(path.name for path in out.iterdir() if "data" not in path.name),
-                         ["bert_config.json", "bert_model.ckpt.index", "vocab.txt"])
+                         ["bert_config.json", "bert_model.ckpt.index", "export_owner.json",
+                          "vocab.txt"])
         self._assert_same_encoder(out / "bert_model.ckpt")
         names = {name for name, _ in tf.train.list_variables(str(out / "bert_model.ckpt"))}
         self.assertEqual(names, set(self.pretrainer.checkpoint_variables()))
@@ -112,3 +119,58 @@ class ExportModelTest(tf.test.TestCase, parameterized.TestCase):
             _run(*arguments.values())
         self.assertFalse(out.exists())
         self.assertEmpty([path for path in self.root.iterdir() if path.name.startswith(".")])
+
+    def _tree(self, folder):
+        return {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+    @parameterized.named_parameters(
+        ("the_source", "{work}/model", "{work}/model", "is the source; an export replaces its "
+                                                      "folder whole, so pass a new or empty "
+                                                      "folder"),
+        ("holds_the_source", "{work}/model", "{work}",
+         "holds the source '{work}/model'; an export replaces its folder whole"),
+        ("other_files", "{source}", "{work}",
+         r"holds files no export wrote \(model, notes\.txt\); an export replaces its folder "
+         "whole"),
+        ("a_file", "{source}", "{work}/notes.txt", "is an existing file, not a folder"))
+    def test_an_output_dir_holding_anything_else_is_refused_and_kept(self, source, out,
+                                                                     message):
+        work = self.create_tempdir().full_path
+        shutil.copytree(self.source, os.path.join(work, "model"))
+        with open(os.path.join(work, "notes.txt"), "w") as writer:
+            writer.write("mine")
+        before = self._tree(self.root)
+        names = {"work": work, "source": self.source}
+        out = out.format(**names)
+        expected = (f"^--output_dir {re.escape(repr(out))} "
+                    + message.format(**{key: re.escape(str(value))
+                                        for key, value in names.items()}))
+        with self.assertRaisesRegex(ValueError, expected):
+            _run(f"--source={source.format(**names)}", "--format=huggingface",
+                 f"--output_dir={out}")
+        self.assertEqual(self._tree(self.root), before)
+        self.assertEqual(sorted(os.listdir(work)), ["model", "notes.txt"])
+        self.assertEqual(sorted(os.listdir(os.path.join(work, "model"))),
+                         sorted(os.listdir(self.source)))
+
+    @pytest.mark.slow
+    @parameterized.named_parameters(
+        ("google", "google", "bert_model.ckpt.data-00000-of-00001"),
+        ("huggingface", "huggingface", "model.safetensors"),
+        ("tf_hub", "tf_hub", "preprocess/saved_model.pb"))
+    def test_a_file_size_limit_ends_in_one_line_and_leaves_no_output(self, format_name, file):
+        work = self.create_tempdir().full_path
+        out = os.path.join(work, "out")
+        limited = subprocess.run(
+            launched([sys.executable, str(REPO / "export_model.py"), f"--source={self.source}",
+                      f"--format={format_name}", f"--output_dir={out}",
+                      "--sequence_length=16"], file_size_limit=20_000),
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        self.assertEqual(limited.returncode, 1, limited.stderr)
+        self.assertNotIn("Traceback", limited.stderr)
+        self.assertRegex(limited.stderr.strip().splitlines()[-1],
+                         rf"^export_model\.py: error: cannot write {re.escape(out)}/{file}: the "
+                         r"file would exceed this process' file-size limit \(ulimit -f\); make "
+                         r"room \(or raise the limit\), then rerun the same command\Z")
+        self.assertEqual(os.listdir(work), [])

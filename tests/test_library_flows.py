@@ -24,7 +24,7 @@ import tensorflow as tf
 
 import modeling
 from modeling.presets import DownloadError
-from tests.fixtures import GOLDEN, class_folder
+from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids
 from text.tokenization import FullTokenizer
@@ -63,12 +63,12 @@ def fresh_process(script: str, *arguments: str) -> object:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-class LibraryFlowsTest(tf.test.TestCase):
+class LibraryFlowsTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.folder = Path(REAL_FOLDER) if REAL_FOLDER else tiny_folder(cls.root)
         reference = json.loads((GOLDEN / "minilm_reference.json").read_text())
         cls.golden = np.load(GOLDEN / "minilm_reference.npz") if REAL_FOLDER else None

@@ -142,19 +142,27 @@ def pack(tokens_a: Sequence[str], tokens_b: Sequence[str] | None, max_seq_length
 
 
 def pack_ragged(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_length: int,
-                cls_id: int, sep_id: int) -> dict[str, tf.Tensor]:
+                cls_id: int, sep_id: int, names: tuple[str, str] = ("ids_a", "ids_b")
+                ) -> dict[str, tf.Tensor]:
     """`pack_ids` in the graph, on [batch, (ids)] ragged tensors; int32 [batch, max_seq_length].
 
     A row whose `ids_b` is empty packs as a single text, as `pack_ids` does.
     `max_seq_length` may be a scalar tensor (checked by the caller then).
+    `ids_a` and `ids_b` of different batch sizes are one InvalidArgumentError
+    naming them by `names` (the caller's arguments), raised before
+    tensorflow-text's trimmer, which would read past a buffer.
     """
     # Imported here, not at the top: pre-training's main process imports this module and must
     # stay free of TensorFlow (its workers are forked, and TensorFlow is not fork-safe).
     import tensorflow as tf
     import tensorflow_text as tf_text
 
+    from text.graph_checks import same_rows
+
     if isinstance(max_seq_length, int):
         _check_length(max_seq_length)
+    if ids_b is not None:
+        ids_a, ids_b = same_rows(ids_a, ids_b, names)
 
     def combine(segments: list[tf.RaggedTensor]) -> dict[str, tf.Tensor]:
         budget = max_seq_length - 1 - len(segments)

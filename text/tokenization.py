@@ -249,38 +249,6 @@ class FullTokenizer(tf.Module):
         return (tf.RaggedTensor.from_row_splits(flat_ids, row_splits, validate=False),
                 tf.RaggedTensor.from_row_splits(word_ids, row_splits, validate=False))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-    def piece_offsets(self, words: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
-                                                        tf.RaggedTensor]:
-        """[N] whitespace-free words -> (`tokenize_batch`'s ids, start and end byte offsets of
-        each piece in its word), all [N, (pieces)].
-
-        Offsets are exact where normalization kept the word's bytes in
-        place (lowercasing ASCII, for one); elsewhere (an accent stripped, a
-        control character deleted) each piece spans the whole word, the
-        original SQuAD code's fallback when it cannot align an answer.
-        """
-        token_ids, _ = self.tokenize_batch(words)
-        normalized = normalization.normalize(words, self.do_lower_case)
-        _, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
-        word_bytes = tf.strings.length(words)
-        exact = ((tf.strings.length(normalized) == word_bytes)
-                 & (starts.row_lengths() == token_ids.row_lengths()))
-        row = token_ids.value_rowids()
-        exact_piece = tf.gather(exact, row)
-        # Where exact, the same piece of the offsets' rows; elsewhere a valid dummy index.
-        source = tf.where(exact_piece, tf.gather(starts.row_splits, row) + tf.range(
-            tf.size(row, out_type=row.dtype)) - tf.gather(token_ids.row_splits, row), 0)
-
-        def aligned(values: tf.Tensor, fallback: tf.Tensor) -> tf.RaggedTensor:
-            padded = tf.concat([tf.cast(values, tf.int64), [0]], axis=0)
-            picked = tf.where(exact_piece, tf.gather(padded, source), fallback)
-            return tf.RaggedTensor.from_row_splits(picked, token_ids.row_splits, validate=False)
-
-        whole_word_end = tf.gather(tf.cast(word_bytes, tf.int64), row)
-        return (token_ids, aligned(starts.flat_values, tf.zeros_like(whole_word_end)),
-                aligned(ends.flat_values, whole_word_end))
-
     def _fold_long_words(self, flat_ids: tf.Tensor, row_splits: tf.Tensor,
                          starts_word: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Replaces each word over MAX_CHARS_PER_WORD characters by one [UNK], as the original."""

@@ -1,65 +1,47 @@
 """What a training run needs to know, as typed values instead of global flags.
 
 The runners build these from their flags; a notebook, a test or an
-experiment driver builds them directly. Each refuses a value the flags
-would refuse, with the same message naming the flag, so the Python API
-cannot start a run that exits 0 with an untrained or wrong model.
+experiment driver builds them directly. Each refuses a value that would
+start a run that exits 0 with an untrained or wrong model, with a
+`core.arguments.FieldError` naming the field: bare from Python, `--field`
+from a command line, whose flags have the fields' names.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+from collections.abc import Sequence
 
 import tensorflow as tf
 
+from core.arguments import FieldError, check_integer, check_number
 from modeling.optimization import OPTIMIZER_TYPES
 from training import distribution
 from training.distribution import PRECISIONS, STRATEGIES
 
 
-def check_positive(name: str, value: float) -> None:
-    """A zero or negative size, rate or count would train nothing while reporting success."""
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--{name} must be positive, got {value}")
-
-
-def check_non_negative(name: str, value: float) -> None:
-    """NaN and infinity fail here too: a float flag parses "nan" and "inf"."""
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"--{name} must be 0 or positive, got {value}")
-
-
-def check_fraction(name: str, value: float) -> None:
-    """A share outside [0, 1] gives a schedule that never peaks or never ends warming up."""
-    if not 0 <= value <= 1:
-        raise ValueError(f"--{name} must be in [0, 1], got {value}")
-
-
-def check_sequence_length(max_seq_length: int, max_position_embeddings: int,
-                          config_file: str) -> None:
-    """Position embeddings end at `max_position_embeddings`; longer inputs index past them."""
-    if max_seq_length > max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds "
-                         f"max_position_embeddings={max_position_embeddings} of {config_file}")
-
-
-def check_weights_to_evaluate(evaluates: str, do_train: bool, init_checkpoint: str | None,
-                              resume_dir: str | None = None) -> None:
+def check_weights_to_evaluate(evaluates: Sequence[str], do_train: bool,
+                              init_checkpoint: str | None, resume_dir: str | None = None) -> None:
     """Refuses to score the weights a run starts from when nothing gives it trained ones.
 
     Without training, a checkpoint to load or (pre-training) one to resume
     in `resume_dir`, the model keeps its random initialization and the run
-    would report chance-level scores with exit 0. `evaluates` names the
-    flags asking for scores, e.g. "--do_eval".
+    would report chance-level scores with exit 0.
+
+    Args:
+      evaluates: the fields asking for scores, e.g. ("do_eval",).
+      do_train: whether the run trains first.
+      init_checkpoint: the weights it starts from, if any.
+      resume_dir: where a pre-training run resumes from, if it does.
     """
     if do_train or init_checkpoint:
         return
     if resume_dir and tf.train.latest_checkpoint(resume_dir):
         return
-    held = f": --output_dir={resume_dir} holds no checkpoint" if resume_dir else ""
-    raise ValueError(f"{evaluates} without --do_train would evaluate random weights{held}; "
-                     "pass --init_checkpoint or --do_train")
+    asking = " and ".join(f"{{{field}}}" for field in evaluates)
+    held = ": {output_dir}={0} holds no checkpoint" if resume_dir else ""
+    raise FieldError(f"{asking} without {{do_train}} would evaluate random weights{held}; "
+                     "pass {init_checkpoint} or {do_train}", resume_dir)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,20 +63,19 @@ class OptimizationConfig:
     adam_bias_correction: bool = False  # AdamW with Adam's bias correction; False: the original
 
     def __post_init__(self) -> None:
-        check_positive("learning_rate", self.learning_rate)
+        check_number("learning_rate", self.learning_rate, 0, above=True)
         if self.optimizer not in OPTIMIZER_TYPES:
-            raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZER_TYPES)}, "
-                             f"got {self.optimizer!r}")
-        if self.gradient_accumulation_steps < 1:
-            raise ValueError("--gradient_accumulation_steps must be positive, got "
-                             f"{self.gradient_accumulation_steps}")
+            raise FieldError(f"{{optimizer}} must be one of {', '.join(OPTIMIZER_TYPES)}, "
+                             "got {0!r}", self.optimizer)
+        check_integer("gradient_accumulation_steps", self.gradient_accumulation_steps)
         if self.num_train_steps is not None:
-            check_positive("num_train_steps", self.num_train_steps)
+            check_integer("num_train_steps", self.num_train_steps)
         if self.num_warmup_steps is not None:
-            check_non_negative("num_warmup_steps", self.num_warmup_steps)
+            check_integer("num_warmup_steps", self.num_warmup_steps, minimum=0)
         if self.num_train_epochs is not None:
-            check_positive("num_train_epochs", self.num_train_epochs)
-        check_fraction("warmup_proportion", self.warmup_proportion)
+            check_number("num_train_epochs", self.num_train_epochs, 0, above=True)
+        # A share outside [0, 1] gives a schedule that never peaks or never ends warming up.
+        check_number("warmup_proportion", self.warmup_proportion, 0, 1)
 
     def schedule(self, examples: int | None, batch_size: int) -> tuple[int, int]:
         """(updates, warmup updates): fixed steps, or epochs over `examples` in `batch_size`."""
@@ -131,19 +112,20 @@ class TrainingConfig:
         for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
                      "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
                      "log_every"):
-            check_positive(name, getattr(self, name))
+            check_integer(name, getattr(self, name))
         if self.iterations_per_loop is not None:
-            check_positive("iterations_per_loop", self.iterations_per_loop)
+            check_integer("iterations_per_loop", self.iterations_per_loop)
         if self.dtype not in PRECISIONS:
-            raise ValueError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}")
+            raise FieldError(f"{{dtype}} must be one of {', '.join(PRECISIONS)}, got {{0!r}}",
+                             self.dtype)
 
 
 def check_batch_split(training: TrainingConfig, optimization: OptimizationConfig) -> None:
     """Micro-batches must split the batch exactly: a floored split would train on a smaller one."""
     batch, accumulation = training.train_batch_size, optimization.gradient_accumulation_steps
     if batch % accumulation:
-        raise ValueError(f"--train_batch_size={batch} is not divisible by "
-                         f"--gradient_accumulation_steps={accumulation}")
+        raise FieldError("{train_batch_size}={0} is not divisible by "
+                         "{gradient_accumulation_steps}={1}", batch, accumulation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,11 +140,11 @@ class DistributionConfig:
 
     def __post_init__(self) -> None:
         if self.distribution_strategy not in STRATEGIES:
-            raise ValueError(f"--distribution_strategy must be one of {', '.join(STRATEGIES)}, "
-                             f"got {self.distribution_strategy!r}")
-        check_positive("tpu_timeout_s", self.tpu_timeout_s)
-        check_non_negative("num_gpus", self.num_gpus)
-        check_non_negative("cpu_replicas", self.cpu_replicas)
+            raise FieldError(f"{{distribution_strategy}} must be one of {', '.join(STRATEGIES)}, "
+                             "got {0!r}", self.distribution_strategy)
+        check_integer("tpu_timeout_s", self.tpu_timeout_s)
+        check_integer("num_gpus", self.num_gpus, minimum=0)
+        check_integer("cpu_replicas", self.cpu_replicas, minimum=0)
 
     def strategy(self) -> tf.distribute.Strategy:
         """The strategy; call before any other TensorFlow work (collectives, logical CPUs)."""

@@ -28,29 +28,39 @@ import threading
 import keras
 import tensorflow as tf
 
+from core.arguments import FieldError, FieldMessage
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # Widest model whose float32 CPU training step XLA made faster in
 # `benchmarks/training_speed.py` (figures: benchmarks/results/training_speed.md,
 # "XLA on a CPU"). BERT-Base gained only once the runners kept freed pages
-# (`cli.host_memory`), since XLA's step allocates more anew; wider models were
+# (`core.host_memory`), since XLA's step allocates more anew; wider models were
 # not measured and stay outside XLA.
 XLA_CPU_MAX_HIDDEN_SIZE = 768
 
 
+class TpuTimeout(FieldMessage, TimeoutError):
+    """No TPU answered at the address `tpu` names within `tpu_timeout_s`."""
+
+
+class TpuUnreachable(FieldMessage, ConnectionError):
+    """Nothing at the address `tpu` names accepts a connection, or it is no TPU."""
+
+
 def get_strategy(distribution_strategy: str = "one_device", num_gpus: int = 0,
                  tpu: str | None = None, tpu_timeout_s: float = 60) -> tf.distribute.Strategy:
-    """Builds the strategy named by `--distribution_strategy`.
+    """Builds the strategy named by `distribution_strategy`.
 
     Call it first thing: "multi_worker_mirrored" configures collective ops,
     which TensorFlow refuses once it has run any op, and logical devices
     must be set up before that too.
     """
     if distribution_strategy not in STRATEGIES:
-        raise ValueError(f"unknown distribution_strategy {distribution_strategy!r}; expected "
-                         f"one of {', '.join(STRATEGIES)}")
+        raise FieldError("unknown {distribution_strategy} {0!r}; expected one of {1}",
+                         distribution_strategy, ", ".join(STRATEGIES))
     if num_gpus < 0:
-        raise ValueError(f"num_gpus must be >= 0, got {num_gpus}")
+        raise FieldError("{num_gpus} must be >= 0, got {0}", num_gpus)
     if distribution_strategy == "tpu":
         return _tpu_strategy(tpu, tpu_timeout_s)
     if distribution_strategy == "multi_worker_mirrored":
@@ -68,14 +78,14 @@ def get_strategy(distribution_strategy: str = "one_device", num_gpus: int = 0,
 def _check_gpus(num_gpus: int) -> None:
     available = len(tf.config.list_physical_devices("GPU"))
     if num_gpus > available:
-        raise ValueError(f"num_gpus={num_gpus}, but TensorFlow sees {available} GPU(s)")
+        raise FieldError("{num_gpus}={0}, but TensorFlow sees {1} GPU(s)", num_gpus, available)
 
 
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d+$")
 
 
 def tpu_address(tpu: str | None) -> str | None:
-    """`--tpu` as TPUClusterResolver reads it: a bare `host:port` becomes `grpc://host:port`.
+    """`tpu` as TPUClusterResolver reads it: a bare `host:port` becomes `grpc://host:port`.
 
     The resolver takes anything without `grpc://` for a Cloud TPU name and
     asks the cloud metadata service about it, failing long after with a
@@ -108,13 +118,13 @@ def _tpu_strategy(tpu: str | None, timeout_s: float) -> tf.distribute.TPUStrateg
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise TimeoutError(f"no TPU answered at {where} within {timeout_s:g} s "
-                           f"(--tpu_timeout_s={timeout_s:g}); check --tpu and that the TPU is "
-                           "running and reachable from this machine")
+        raise TpuTimeout("no TPU answered at {0} within {1:g} s ({tpu_timeout_s}={1:g}); check "
+                         "{tpu} and that the TPU is running and reachable from this machine",
+                         where, timeout_s)
     if "error" in outcome:
         first_line = (str(outcome["error"]).strip().splitlines() or ["no detail"])[0]
-        raise ConnectionError(f"could not connect to the TPU at {where}: {first_line}; "
-                              "check --tpu") from outcome["error"]
+        raise TpuUnreachable("could not connect to the TPU at {0}: {1}; check {tpu}", where,
+                             first_line) from outcome["error"]
     return tf.distribute.TPUStrategy(outcome["resolver"])
 
 
@@ -127,13 +137,13 @@ def _check_reachable(address: str, timeout_s: float) -> None:
     except (OSError, OverflowError) as error:  # OverflowError: a port past 65535
         reason = "timed out" if isinstance(error, TimeoutError) else (
             getattr(error, "strerror", None) or error)
-        raise ConnectionError(f"could not reach a TPU at {address} within {timeout_s:g} s "
-                              f"(--tpu_timeout_s={timeout_s:g}): {reason}; check --tpu and that "
-                              "the TPU is running and reachable from this machine") from None
+        raise TpuUnreachable("could not reach a TPU at {0} within {1:g} s ({tpu_timeout_s}={1:g}): "
+                             "{2}; check {tpu} and that the TPU is running and reachable from "
+                             "this machine", address, timeout_s, reason) from None
 
 
 def set_precision(dtype: str = "float32") -> keras.DTypePolicy:
-    """Sets Keras' global dtype policy from `--dtype` and returns it.
+    """Sets Keras' global dtype policy from `dtype` and returns it.
 
     Must run before the model is built. Mixed policies compute in 16 bits and
     keep variables in float32; with "mixed_float16", `training.trainer` wraps
@@ -141,14 +151,14 @@ def set_precision(dtype: str = "float32") -> keras.DTypePolicy:
     underflow (bfloat16 has float32's range and needs no loss scaling).
     """
     if dtype not in PRECISIONS:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(PRECISIONS)}")
+        raise FieldError("unknown {dtype} {0!r}; expected one of {1}", dtype,
+                         ", ".join(PRECISIONS))
     keras.mixed_precision.set_dtype_policy(dtype)
     return keras.mixed_precision.dtype_policy()
 
 
-def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
-                        hidden_size: int | None) -> bool:
-    """Whether the training step is compiled with XLA when `--jit_compile` is not given.
+def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str, hidden_size: int) -> bool:
+    """Whether the training step is compiled with XLA when `jit_compile` is not given.
 
     XLA fuses the element-wise work between matrix products (dropout, GELU,
     softmax, LayerNorm, the optimizer update), which pays off where that work
@@ -159,7 +169,7 @@ def default_jit_compile(strategy: tf.distribute.Strategy, dtype: str,
     benchmarks/results/training_speed.md). Several replicas all-reduce inside the step;
     compiling that is left to the flag.
     """
-    if strategy.num_replicas_in_sync != 1 or hidden_size is None:
+    if strategy.num_replicas_in_sync != 1:
         return False
     try:
         placed_on = strategy.extended.worker_devices[0]

@@ -26,9 +26,9 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic
+from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
-from modeling.inputs import ENCODER_INPUTS
 from modeling.pretrained import LABELS_FILE, save_labels
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig
@@ -60,12 +60,13 @@ def build_model(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.M
 
 def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str, np.ndarray],
           loss_fn: loop.LossFunction, optimization: OptimizationConfig,
-          training: TrainingConfig, output_dir: str, seed: int,
+          training: TrainingConfig, output_dir: str, seed: int, *, hidden_size: int,
           checkpoint_name: str = "checkpoints") -> int:
     """Fine-tunes `model` on `arrays` for `optimization`'s epochs; returns the updates made.
 
     The schedule is the paper's. Checkpoints and TensorBoard's `logs/train`
-    go to `output_dir`, a sweep run's own folder. `seed` orders the data. A
+    go to `output_dir`, a sweep run's own folder. `seed` orders the data;
+    `hidden_size`, the encoder's width, picks XLA or not (`TrainingRun`). A
     run killed at any point and started again resumes from its newest
     checkpoint in `output_dir/checkpoint_name` and ends with the same
     weights. Raises `loop.TrainingDiverged` (a
@@ -79,7 +80,8 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
     updates, warmup = optimization.schedule(examples, training.train_batch_size)
     training_run = TrainingRun(model, loss_fn, strategy, optimization,
                                dataclasses.replace(training, output_dir=output_dir), updates,
-                               warmup, os.path.join(output_dir, checkpoint_name), max_to_keep=1)
+                               warmup, os.path.join(output_dir, checkpoint_name),
+                               hidden_size=hidden_size, max_to_keep=1)
     logging.info("Fine-tuning on %d examples: %d updates of %d", examples, updates,
                  training.train_batch_size)
 

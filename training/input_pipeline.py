@@ -1,8 +1,8 @@
 """TFRecord files -> tf.data pipelines with static shapes, sharded per worker and replica.
 
 The pre-training records are the original tools' tf.train.Examples (their
-schema is `data_prep/pretraining/records.py`'s); `pretraining_dataset` reads
-them unchanged. Batches keep a fixed
+schema is `core.record_schema`'s, which the writer in `data_prep` follows
+too); `pretraining_dataset` reads them unchanged. Batches keep a fixed
 size (`drop_remainder=True`) so every tensor has a static shape, which TPUs
 and XLA need. Integer features are stored as int64 (the only integer type a
 tf.train.Example holds) and cast to int32, what the model's embedding
@@ -30,7 +30,8 @@ from typing import Iterator, Mapping
 import crcmod.predefined  # the CRC-32C that TFRecord framing uses (apache-beam[tfrecord])
 import tensorflow as tf
 
-from modeling.inputs import ENCODER_INPUTS
+from core.arguments import FieldError
+from core.record_schema import pretraining_record_schema
 
 # Records in the shuffle buffer; the original used 100 after interleaving.
 _SHUFFLE_BUFFER = 1000
@@ -40,14 +41,9 @@ _MAX_PARALLEL_FILES = 8
 def pretraining_feature_spec(max_seq_length: int,
                              max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
     """The features the original `create_pretraining_data.py` writes, with their shapes."""
-    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-    predictions = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
-    return {
-        **{name: sequence for name in ENCODER_INPUTS},
-        "masked_lm_positions": predictions, "masked_lm_ids": predictions,
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
+    return {name: tf.io.FixedLenFeature([feature.length], tf.as_dtype(feature.dtype))
+            for name, feature in pretraining_record_schema(max_seq_length,
+                                                           max_predictions_per_seq).items()}
 
 
 def parse_fixed_features(record: tf.Tensor,
@@ -87,9 +83,9 @@ def check_record_schema(path: str, spec: Mapping[str, tf.io.FixedLenFeature]) ->
         elif length != expected_length:
             problems.append(f"feature {name!r} has length {length}, expected {expected_length}")
     if problems:
-        raise ValueError(f"{path}: records do not match the expected schema: "
-                         f"{'; '.join(problems)} (check --max_seq_length and "
-                         "--max_predictions_per_seq against the data)")
+        raise FieldError("{0}: records do not match the expected schema: {1} (check "
+                         "{max_seq_length} and {max_predictions_per_seq} against the data)",
+                         path, "; ".join(problems))
 
 
 def list_files(file_pattern: str) -> list[str]:

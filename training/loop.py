@@ -8,8 +8,9 @@ device, several GPUs, several workers and TPUs.
 
 Resuming: the model's weights, the optimizer (slots and update counter,
 which drives the learning-rate schedule) and a step counter live in one
-`tf.train.CheckpointManager`. On start the newest checkpoint is restored;
-the caller skips the batches already consumed, so a seeded input pipeline
+`tf.train.CheckpointManager`. The caller restores the newest checkpoint
+(`Trainer.restore_newest_checkpoint`, before training or saving) and skips
+the batches already consumed, so a seeded input pipeline
 continues at the batch where the run stopped. The dropout layers' random
 state is saved too, so a resumed run draws the same masks and ends with the
 same weights, bit for bit, as one that never stopped. A checkpoint is
@@ -42,6 +43,7 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic, faults
+from core.arguments import check_integer
 from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
 from modeling.checkpoints.readers import damaged_checkpoint_error
@@ -85,13 +87,19 @@ class Trainer:
     """Trains `model` with `optimizer` under `strategy`; owns the checkpoints in `checkpoint_dir`.
 
     Build the model and optimizer inside `strategy.scope()` and construct the
-    Trainer there too. `step` counts batches (micro-batches when the
-    optimizer accumulates gradients).
+    Trainer there too, then call `restore_newest_checkpoint()`: construction
+    reads no checkpoint, and a Trainer refuses to train or save before that
+    call, so no caller can start over in a folder holding an earlier run and
+    rotate its checkpoints out. `step` counts batches: micro-batches when the
+    optimizer accumulates gradients, `steps_per_update` of them per update
+    (its `gradient_accumulation_steps`), which divergence reports convert
+    to the update the runners number.
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  strategy: tf.distribute.Strategy, loss_fn: LossFunction, checkpoint_dir: str,
-                 max_to_keep: int = 5, jit_compile: bool = False):
+                 max_to_keep: int = 5, jit_compile: bool = False, steps_per_update: int = 1):
+        check_integer("steps_per_update", steps_per_update)
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
@@ -109,8 +117,7 @@ class Trainer:
         optimizer.build(model.trainable_variables)
         self.step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        inner = getattr(optimizer, "inner_optimizer", optimizer)
-        self._steps_per_update = getattr(inner, "gradient_accumulation_steps", None) or 1
+        self._steps_per_update = steps_per_update
         # Not among the weights, but without them a resumed run draws other dropout masks
         # than the run it continues. Saved by position: their names carry a per-process counter.
         self._dropout_seeds = seed_generator_states(model)
@@ -121,35 +128,63 @@ class Trainer:
         self._all_finite = tf.function(lambda: _all_finite(self._saved_floats))
         self.manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_dir,
                                                   max_to_keep=max_to_keep)
-        self.restored_from = self.manager.latest_checkpoint
-        if self.chief:
-            faults.note_resume_point(f"the newest checkpoint is {self.restored_from}"
-                                     if self.restored_from else "no checkpoint was saved yet")
-        if self.restored_from:
-            try:
-                self._restorable_checkpoint().restore(
-                    self.restored_from).assert_existing_objects_matched()
-            except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
-                raise damaged_checkpoint_error(self.restored_from, error) from None
-            except (AssertionError, ValueError, tf.errors.OpError) as error:
-                raise ValueError(
-                    f"{checkpoint_dir} holds {self.restored_from}, which does not fit this "
-                    f"model and optimizer ({str(error).splitlines()[0]}); pass a new "
-                    "--output_dir, or delete that folder to start over") from None
+        self._restore_step_taken = False
+        self._restored_from: str | None = None
         self._train_function = None
 
-    def _restorable_checkpoint(self) -> tf.train.Checkpoint:
-        """The checkpoint object to restore `restored_from` into.
+    def restore_newest_checkpoint(self) -> str | None:
+        """Restores the newest checkpoint in `checkpoint_dir` into the model, the optimizer,
+        the step and the dropout state; returns its path, or None when there is none yet.
+
+        Raises ValueError naming the checkpoint when it is damaged or does not
+        fit this model and optimizer. Call it once, before `train` or `save`.
+        """
+        if self._restore_step_taken:
+            raise RuntimeError("restore_newest_checkpoint was already called for this Trainer "
+                               f"(it restored {self._restored_from})")
+        newest = self.manager.latest_checkpoint
+        if self.chief:
+            faults.note_resume_point(f"the newest checkpoint is {newest}"
+                                     if newest else "no checkpoint was saved yet")
+        if newest:
+            try:
+                self._restorable_checkpoint(newest).restore(
+                    newest).assert_existing_objects_matched()
+            except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
+                raise damaged_checkpoint_error(newest, error) from None
+            except (AssertionError, ValueError, tf.errors.OpError) as error:
+                raise ValueError(
+                    f"{self.checkpoint_dir} holds {newest}, which does not fit this "
+                    f"model and optimizer ({str(error).splitlines()[0]}); pass another "
+                    "folder, or delete that one to start over") from None
+        self._restore_step_taken = True
+        self._restored_from = newest
+        return newest
+
+    @property
+    def restored_from(self) -> str | None:
+        """The checkpoint `restore_newest_checkpoint` restored; None for a fresh run."""
+        self._require_restore_step("restored_from")
+        return self._restored_from
+
+    def _require_restore_step(self, what: str) -> None:
+        if not self._restore_step_taken:
+            raise RuntimeError(f"Trainer.{what} was used before restore_newest_checkpoint(): "
+                               "call it first, so that a run in a folder holding checkpoints "
+                               "continues from them instead of overwriting them")
+
+    def _restorable_checkpoint(self, path: str) -> tf.train.Checkpoint:
+        """The checkpoint object to restore the checkpoint at `path` into.
 
         Checkpoints written before the dropout state was saved still resume:
         everything else is restored, and the dropout masks start afresh (so
         that one run is not bit-identical to an uninterrupted one).
         """
-        saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(self.restored_from)}
+        saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
         if not self._dropout_seeds or "dropout_seeds" in saved:
             return self.checkpoint
         logging.warning("%s holds no dropout random state (written by an older version); "
-                        "resuming with fresh dropout masks", self.restored_from)
+                        "resuming with fresh dropout masks", path)
         return training_checkpoint(self.model, optimizer=self.optimizer, step=self.step_counter)
 
     @property
@@ -162,6 +197,7 @@ class Trainer:
         Checked here as well as in the training step because optimizer slots
         can overflow while the loss and the weights stay finite.
         """
+        self._require_restore_step("save")
         if not bool(self._all_finite()):
             raise TrainingDiverged(self._update(self.step), self._last_good_checkpoint(),
                                    "the weights or optimizer slots hold non-finite values")
@@ -233,6 +269,7 @@ class Trainer:
     def train(self, dataset, total_steps: int, steps_per_loop: int = 1,
               callbacks: list[Callable[[int, dict], None]] = ()) -> None:
         """Runs until `step == total_steps`, calling each callback(step, logs) every loop."""
+        self._require_restore_step("train")
         if self._train_function is None:
             self._train_function = self._build_train_function()
         iterator = iter(dataset)
@@ -352,7 +389,8 @@ class ProgressLogger:
               f"{steps_per_second * self.examples_per_step:.1f} examples/s  {values}  "
               f"ETA {_duration(remaining)}", file=sys.stderr, flush=True)
         if self.writer is not None:
-            scalars = {**logs, "learning_rate": learning_rate(self.optimizer),
+            # A LossScaleOptimizer's learning_rate is its inner optimizer's.
+            scalars = {**logs, "learning_rate": float(self.optimizer.learning_rate),
                        "examples_per_second": steps_per_second * self.examples_per_step}
             write_scalars(self.writer, step, scalars)
 
@@ -365,12 +403,6 @@ def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
         for key, value in values.items():
             tf.summary.scalar(key, float(value))
     writer.flush()
-
-
-def learning_rate(optimizer) -> float:
-    """The rate the optimizer's next update will use (unwrapping loss scaling)."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    return float(inner.learning_rate)
 
 
 def _duration(seconds: float) -> str:

@@ -2,7 +2,7 @@
 
 Both need the same pieces: the optimizer with the warmup-then-decay
 schedule (wrapped for loss scaling under mixed_float16), a
-`loop.Trainer` that restores the newest checkpoint, a distributed dataset
+`loop.Trainer` and its restore of the newest checkpoint, a distributed dataset
 that skips the batches a resumed run already consumed, and the callbacks
 that save checkpoints and report progress. Building them in one class keeps
 resuming, divergence handling and the step arithmetic of gradient
@@ -32,15 +32,18 @@ class TrainingRun:
     """A model, its optimizer and its checkpoints under `checkpoint_dir`, ready to train.
 
     `num_updates` and `num_warmup` count optimizer updates; the Trainer
-    counts micro-batches, `gradient_accumulation_steps` per update. The
-    newest checkpoint in `checkpoint_dir` is restored on construction, so
-    `restored_from` tells whether pre-trained weights should still be loaded.
+    counts micro-batches, `gradient_accumulation_steps` per update.
+    `hidden_size` is the encoder's width: with `training.jit_compile` unset,
+    it decides whether the step is compiled with XLA (`default_jit_compile`).
+    Construction ends with the Trainer's restore of the newest checkpoint in
+    `checkpoint_dir`, so `restored_from` tells whether pre-trained weights
+    should still be loaded.
     """
 
     def __init__(self, model: keras.Model, loss_fn: loop.LossFunction,
                  strategy: tf.distribute.Strategy, optimization: OptimizationConfig,
                  training: TrainingConfig, num_updates: int, num_warmup: int, checkpoint_dir: str,
-                 max_to_keep: int | None = None):
+                 *, hidden_size: int, max_to_keep: int | None = None):
         check_batch_split(training, optimization)
         self.training = training
         self.strategy = strategy
@@ -50,9 +53,7 @@ class TrainingRun:
         self.micro_batch = training.train_batch_size // self.accumulation
         self.jit_compile = training.jit_compile
         if self.jit_compile is None:
-            config = getattr(model, "config", None)
-            self.jit_compile = default_jit_compile(strategy, training.dtype,
-                                                   getattr(config, "hidden_size", None))
+            self.jit_compile = default_jit_compile(strategy, training.dtype, hidden_size)
         logging.info("Training step compiled with XLA: %s", self.jit_compile)
         with strategy.scope():
             optimizer = create_optimizer(optimization.learning_rate, num_updates, num_warmup,
@@ -63,7 +64,8 @@ class TrainingRun:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
                                         max_to_keep or training.keep_checkpoint_max,
-                                        self.jit_compile)
+                                        self.jit_compile, steps_per_update=self.accumulation)
+            self.trainer.restore_newest_checkpoint()
         self.optimizer = optimizer
 
     @property

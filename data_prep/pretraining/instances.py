@@ -29,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from core.arguments import FieldError
 from text.sentence_pairs import layout_rows
 
 RANDOM_NEXT_TRIES = 10  # the original gives up looking for another document after 10 draws
@@ -54,28 +55,28 @@ class InstanceOptions:
     next_sentence: bool = True
 
     def __post_init__(self):
-        problems = []
+        problems = []  # templates of core.arguments.FieldError; the values are numbers
         if self.max_seq_length < 5:
-            problems.append(f"--max_seq_length={self.max_seq_length} must be at least 5 "
+            problems.append(f"{{max_seq_length}}={self.max_seq_length} must be at least 5 "
                             "([CLS], two one-token segments, two [SEP])")
         if not 0 <= self.max_predictions_per_seq <= self.max_seq_length:
-            problems.append(f"--max_predictions_per_seq={self.max_predictions_per_seq} must lie "
-                            f"in [0, --max_seq_length={self.max_seq_length}]")
+            problems.append(f"{{max_predictions_per_seq}}={self.max_predictions_per_seq} must "
+                            f"lie in [0, {{max_seq_length}}={self.max_seq_length}]")
         if not 0.0 <= self.masked_lm_prob <= 1.0:
-            problems.append(f"--masked_lm_prob={self.masked_lm_prob} must lie in [0, 1]")
+            problems.append(f"{{masked_lm_prob}}={self.masked_lm_prob} must lie in [0, 1]")
         elif self.masked_lm_prob > 0 and self.max_predictions_per_seq == 0:
-            problems.append("--max_predictions_per_seq=0 leaves no room for predictions; "
-                            "use --masked_lm_prob=0 for unmasked sequences")
+            problems.append("{max_predictions_per_seq}=0 leaves no room for predictions; "
+                            "use {masked_lm_prob}=0 for unmasked sequences")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            problems.append(f"--short_seq_prob={self.short_seq_prob} must lie in [0, 1]")
+            problems.append(f"{{short_seq_prob}}={self.short_seq_prob} must lie in [0, 1]")
         if self.dupe_factor < 1:
-            problems.append(f"--dupe_factor={self.dupe_factor} must be at least 1")
+            problems.append(f"{{dupe_factor}}={self.dupe_factor} must be at least 1")
         ratios = self.mask_ratios
         if len(ratios) != 3 or min(ratios) < 0 or abs(sum(ratios) - 1.0) > 1e-6:
-            problems.append(f"--mask_ratios={','.join(map(str, ratios))} must be three "
+            problems.append(f"{{mask_ratios}}={','.join(map(str, ratios))} must be three "
                             "non-negative shares ([MASK], random, unchanged) summing to 1")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise FieldError("; ".join(problems))
 
     @property
     def inserts_mask(self) -> bool:
@@ -238,8 +239,9 @@ def build_features(token_ids: np.ndarray, spans: np.ndarray, options: InstanceOp
                    vocab: VocabIds, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """The padded, masked model inputs of `spans` (rows of `segment_spans`) over `token_ids`.
 
-    Returns input_ids, input_mask, segment_ids, masked_lm_positions,
-    masked_lm_ids, masked_lm_weights and next_sentence_labels, one row per span.
+    Returns the features of `core.record_schema.pretraining_record_schema`
+    (input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids,
+    masked_lm_weights, next_sentence_labels), one row per span.
     """
     spans = spans.astype(np.int32)  # offsets within a chunk; half the memory traffic of int64
     a_start, a_stop, b_start, b_stop, labels = (spans[:, k:k + 1] for k in range(5))

@@ -28,6 +28,7 @@ import sys
 import time
 from typing import Callable, Iterable, Iterator, TextIO
 
+from core.arguments import FieldOSError
 from core.atomic import temporary_folder
 from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining.instances import LONG_LINE_SEQUENCES
@@ -75,11 +76,10 @@ def create_pretraining_data(settings: Settings, log: TextIO = sys.stderr) -> Sum
     started = time.monotonic()
     paths = shards_lib.expand_inputs(settings.input_patterns)
     outputs = shards_lib.output_paths(settings.output_files, settings.num_output_shards)
-    if not os.path.isfile(settings.vocab_file):
-        raise FileNotFoundError(f"--vocab_file={settings.vocab_file}: no such file")
+    settings.check_vocab_file()
     folders = [path for path in outputs if os.path.isdir(path)]
     if folders:
-        raise IsADirectoryError(f"--output_file: {folders[0]} is a folder")
+        raise FieldOSError("{output_file}: {0} is a folder", folders[0])
     # Starting the workers waits for their TensorFlow import: index the corpus meanwhile.
     with concurrent.futures.ThreadPoolExecutor(1) as background:
         indexing = background.submit(shards_lib.index_corpus, paths, settings.documents_per_chunk)
@@ -122,7 +122,7 @@ def _write_shards(settings: Settings, paths: list[str], outputs: list[str],
     progress.finish()
     if long_lines:
         print(f"warning: {long_lines} line(s) hold over {settings.options.long_line_tokens} "
-              f"tokens ({LONG_LINE_SEQUENCES} x --max_seq_length); a line is one sentence, so "
+              f"tokens ({LONG_LINE_SEQUENCES} x max_seq_length); a line is one sentence, so "
               "all but the start of each is cut away (a text on one line makes about one "
               "instance): put one sentence per line", file=log)
     return Summary(progress.documents, empty, index.files_without_documents, writer.instances,
@@ -131,7 +131,7 @@ def _write_shards(settings: Settings, paths: list[str], outputs: list[str],
 
 
 def _fingerprint(settings: Settings, paths: list[str], outputs: list[str]) -> dict:
-    """Everything that shapes the records (not --num_workers), as JSON reads it back."""
+    """Everything that shapes the records (not `num_workers`), as JSON reads it back."""
     settings_json = json.dumps({
         "inputs": [shards_lib.file_identity(path) for path in paths],
         "outputs": [os.path.abspath(path) for path in outputs],

@@ -18,6 +18,8 @@ mask of the bytes that belong; the blocks side by side, compacted by the
 mask, are the records one after another. Python only cuts them apart. The bytes parse with
 `tf.train.Example.FromString` and `tf.io.parse_example` like any other
 Example (tests/data_prep/pretraining/test_pretraining_instances.py checks both).
+Which features a record holds, of which type and length, is the caller's
+schema (`core.record_schema`), the one the reader parses with.
 """
 
 from __future__ import annotations
@@ -27,27 +29,44 @@ from typing import Mapping
 
 import numpy as np
 
+from core.record_schema import RecordFeature
+
 _INT64_LIST = b"\x1a"  # Feature field 3, length-delimited
 _FLOAT_LIST = b"\x12"  # Feature field 2, length-delimited
 _FIELD_1 = b"\x0a"     # field 1, length-delimited: Example.features, Features.feature, *List.value
 
 
-def serialize_examples(features: Mapping[str, np.ndarray]) -> list[bytes]:
-    """One serialized Example per row of the [N, K] arrays in `features`.
+def serialize_examples(features: Mapping[str, np.ndarray],
+                       schema: Mapping[str, RecordFeature]) -> list[bytes]:
+    """One serialized Example per row of the [N, length] arrays in `features`.
 
-    Float arrays become float_list features and everything else (ints,
-    bools) int64_list features; integers must be non-negative. Features
-    appear in the mapping's order.
+    Args:
+        features: an array per feature of `schema`, no more and no fewer:
+            floats for "float32" features, integers (non-negative) or
+            booleans for "int64" ones.
+        schema: the record's features, in the order they are written.
     """
+    missing = [name for name in schema if name not in features]
+    unknown = [name for name in features if name not in schema]
+    if missing or unknown:
+        raise ValueError(f"features must be those of the schema ({', '.join(schema)}); "
+                         f"missing: {', '.join(missing) or 'none'}, not in the schema: "
+                         f"{', '.join(unknown) or 'none'}")
     blocks = []  # (bytes [N, width], which of them belong to the record [N, width]) per piece
     sizes = []  # bytes of each piece that belong to each row [N]
     rows = None
-    for name, values in features.items():
-        values = np.asarray(values)
-        if values.ndim != 2 or (rows is not None and len(values) != rows):
-            raise ValueError(f"feature {name!r} must be [{rows or 'N'}, K], got {values.shape}")
+    for name, feature in schema.items():
+        values = np.asarray(features[name])
+        if values.ndim != 2 or values.shape[1] != feature.length or (
+                rows is not None and len(values) != rows):
+            raise ValueError(f"feature {name!r} must be [{rows or 'N'}, {feature.length}], "
+                             f"got {values.shape}")
+        kinds = "f" if feature.dtype == "float32" else "iub"
+        if values.dtype.kind not in kinds:
+            raise ValueError(f"feature {name!r} is {feature.dtype} in the schema, got "
+                             f"{values.dtype} values")
         rows = len(values)
-        if values.dtype.kind == "f":
+        if feature.dtype == "float32":
             payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8)
             payload = (payload, np.ones(payload.shape, dtype=bool))
             payload_sizes = np.full(rows, payload[0].shape[1])

@@ -38,6 +38,7 @@ from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
+from core.arguments import FieldError, FieldFileNotFoundError
 from core.atomic import atomic_open, remove_dead_temporaries, write_atomically
 from text.text_files import decode_line
 
@@ -60,15 +61,16 @@ class CorpusIndex:
 
 
 def expand_inputs(patterns: Sequence[str]) -> list[str]:
-    """Files matching each pattern, sorted per pattern; a pattern matching nothing is an error."""
+    """Files matching each pattern of `input_file`, sorted per pattern; a pattern matching
+    nothing is an error."""
     paths = []
     for pattern in patterns:
         if "://" in pattern:
-            raise ValueError(f"--input_file={pattern}: only local files are read here")
+            raise FieldError("{input_file}={0}: only local files are read here", pattern)
         matches = sorted(path for path in glob.glob(os.path.expanduser(pattern))
                          if os.path.isfile(path))
         if not matches:
-            raise FileNotFoundError(f"--input_file={pattern} matches no files")
+            raise FieldFileNotFoundError("{input_file}={0} matches no files", pattern)
         paths += matches
     return paths
 
@@ -190,8 +192,8 @@ def output_paths(output_files: Sequence[str], num_output_shards: int | None) -> 
     if num_output_shards is None or num_output_shards == len(output_files):
         return list(output_files)
     if len(output_files) != 1:
-        raise ValueError(f"--num_output_shards={num_output_shards} disagrees with the "
-                         f"{len(output_files)} names in --output_file")
+        raise FieldError("{num_output_shards}={0} disagrees with the {1} names in "
+                         "{output_file}", num_output_shards, len(output_files))
     stem, suffix = os.path.splitext(output_files[0])
     return [f"{stem}-{shard:05d}-of-{num_output_shards:05d}{suffix}"
             for shard in range(num_output_shards)]

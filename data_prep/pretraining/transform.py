@@ -19,6 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
+from core.record_schema import pretraining_record_schema
 from data_prep.pretraining.instances import VocabIds, build_features, chunk_bounds, segment_spans
 from data_prep.pretraining.records import serialize_examples
 from data_prep.pretraining.settings import Settings
@@ -89,7 +90,9 @@ def chunk_records(index: int, lines: Sequence[str], document_starts: Sequence[in
 
 def _serialized_batches(flat_ids: np.ndarray, spans: np.ndarray, settings: Settings,
                         vocab: VocabIds, mask_rng: np.random.Generator) -> Iterator[list[bytes]]:
+    options = settings.options
+    schema = pretraining_record_schema(options.max_seq_length, options.max_predictions_per_seq)
     for start in range(0, len(spans), _BATCH):
-        features = build_features(flat_ids, spans[start:start + _BATCH], settings.options, vocab,
+        features = build_features(flat_ids, spans[start:start + _BATCH], options, vocab,
                                   mask_rng)
-        yield serialize_examples(features)
+        yield serialize_examples(features, schema)

@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from core.arguments import FieldError, FieldMessage
 from modeling.checkpoints.readers import CheckpointError, read_checkpoint
 from modeling.presets import resolve
 
@@ -83,8 +84,8 @@ def load_weights(model, path: str | os.PathLike,
     variables = model.checkpoint_variables()
     blocks = {int(match.group(1)) for name in variables if (match := _BLOCK.match(name))}
     if transfer_layers is not None and transfer_layers > len(blocks):
-        raise ValueError(f"--transfer_layers={transfer_layers}, but the model has "
-                         f"{len(blocks)} Transformer blocks")
+        raise FieldError("{transfer_layers}={0}, but the model has {1} Transformer blocks",
+                         transfer_layers, len(blocks))
     if transfer_layers == len(blocks):
         transfer_layers = None  # every block: the pooler as well
     loaded, missing, held_back = [], [], []
@@ -97,8 +98,7 @@ def load_weights(model, path: str | os.PathLike,
             continue
         value = checkpoint.tensors[name]
         if tuple(value.shape) != tuple(variable.shape):
-            raise CheckpointError(_shape_message(checkpoint.source, name, value.shape,
-                                                 variable.shape))
+            raise _shape_mismatch(checkpoint.source, name, value.shape, variable.shape)
         variable.assign(np.asarray(value, dtype=variable.dtype))
         loaded.append(name)
     if not loaded:
@@ -118,18 +118,24 @@ _AXIS_FIELDS = {"bert/embeddings/word_embeddings": ("vocab_size", "hidden_size")
                 "cls/predictions/output_bias": ("vocab_size",)}
 
 
-def _shape_message(source: str, name: str, found, expected) -> str:
+class ConfigMismatch(FieldMessage, CheckpointError):
+    """A tensor whose shape is not the one the model's config (`bert_config_file`) gives."""
+
+
+def _shape_mismatch(source: str, name: str, found, expected) -> ConfigMismatch:
     """Names the tensor, both shapes, and where it can, the config field that differs.
 
     The word embeddings come first in a model, so a hidden-size mismatch
     surfaces there: the differing axis, not the tensor, tells which field.
     """
     found, expected = list(found), list(expected)
-    message = f"{source}: tensor {name} has shape {found}, the model expects {expected}"
+    message = "{0}: tensor {1} has shape {2}, the model expects {3}"
     fields = _AXIS_FIELDS.get(name)
     if fields and len(found) == len(expected) == len(fields):
         differing = [f"{field}={ours} in the config, {theirs} in the checkpoint"
                      for field, theirs, ours in zip(fields, found, expected) if theirs != ours]
-        return f"{message}: {'; '.join(differing)}; does --bert_config_file describe it?"
-    return (f"{message}; does --bert_config_file describe this checkpoint (hidden_size, "
-            "intermediate_size, num_hidden_layers)?")
+        return ConfigMismatch(message + ": {4}; does {bert_config_file} describe it?", source,
+                              name, found, expected, "; ".join(differing))
+    return ConfigMismatch(message + "; does {bert_config_file} describe this checkpoint "
+                          "(hidden_size, intermediate_size, num_hidden_layers)?", source, name,
+                          found, expected)

@@ -97,7 +97,7 @@ def _read_folder(folder: str) -> CheckpointTensors:
     shown = ", ".join(name.rstrip("/") for name in held[:6]) + (", ..." if len(held) > 6 else "")
     raise CheckpointError(
         f"{folder}: no checkpoint in this folder: neither a `checkpoint` index file (as a "
-        "training --output_dir has), a Hugging Face model.safetensors, nor a "
+        "training run's output folder has), a Hugging Face model.safetensors, nor a "
         f"bert_model.ckpt or model.ckpt checkpoint; it holds {shown or 'nothing'}")
 
 

@@ -10,15 +10,16 @@ reaches the same variable, such as the optimizer's).
 The Google export is name-based, as TF1's Saver wrote it, so the original
 repository's scripts can load it with `--init_checkpoint`; the Hugging Face
 export is a folder that `transformers.BertForPreTraining.from_pretrained`
-(or `BertModel`) reads. Both are written under temporary names and moved
-into place complete.
+(or `BertModel`) reads. Each file is written under a temporary name and
+moved into place complete, and no other file is touched: replacing a whole
+folder, when that is safe, is `modeling.exports`' job.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,11 +72,12 @@ def export_google_checkpoint(model, prefix: str | os.PathLike) -> str:
 
 
 def export_huggingface(model, folder: str | os.PathLike, config: BertConfig) -> Path:
-    """Writes `model.safetensors` and `config.json` that Hugging Face's BERT classes load."""
-    from safetensors.numpy import save_file
+    """Writes `model.safetensors` and `config.json`, which Hugging Face's BERT classes load.
 
+    `folder` is created if missing; each file appears whole, and nothing
+    else in the folder is touched (whole export folders: `modeling.exports`).
+    """
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for google_name, variable in model.checkpoint_variables().items():
         hf_name, transposed = names.google_to_huggingface(google_name)
@@ -91,15 +93,32 @@ def export_huggingface(model, folder: str | os.PathLike, config: BertConfig) -> 
     else:
         architecture = "BertModel"
     hf_config.update(model_type="bert", architectures=[architecture])
-    staging = Path(atomic.temporary_name(folder))
-    staging.mkdir()
-    try:
-        save_file(tensors, str(staging / "model.safetensors"), metadata={"format": "pt"})
-        (staging / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    folder.mkdir(parents=True, exist_ok=True)
+    _save_safetensors(tensors, folder / "model.safetensors")
+    atomic.write_atomically(folder / "config.json", json.dumps(hf_config, indent=2) + "\n")
     return folder
+
+
+# How Rust's `std::io::Error` ends its message: `... (os error 28)`.
+_RUST_ERRNO = re.compile(r"\(os error (\d+)\)")
+
+
+def _save_safetensors(tensors: dict[str, np.ndarray], path: Path) -> None:
+    """`safetensors.numpy.save_file`, atomic, with a failed write raised as the OSError it was.
+
+    safetensors' writer is Rust and reports a full disk or a file-size limit
+    as its own `SafetensorError`; as an OSError naming `path`, it is the
+    one-line error every other writer's is (`core.faults`).
+    """
+    from safetensors import SafetensorError
+    from safetensors.numpy import save_file
+
+    with atomic.atomic_path(path) as temporary:
+        try:
+            save_file(tensors, temporary, metadata={"format": "pt"})
+        except SafetensorError as error:
+            code = _RUST_ERRNO.search(str(error))
+            if code is None:
+                raise
+            number = int(code.group(1))
+            raise OSError(number, os.strerror(number), os.fspath(path)) from error

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from modeling.layers import fast_paths
+from modeling.layers import fast_paths, int8
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer
 
@@ -16,6 +16,8 @@ from modeling.layers.settings import ConfigurableLayer
 # float32 here under every policy, where exp(-10000) underflows to exactly zero,
 # and a row with every key masked still gives finite probabilities.
 MASK_BIAS = -10000.0
+
+_KERNELS = ("query_kernel", "key_kernel", "value_kernel", "output_kernel")
 
 
 def attention_bias(input_mask, causal: bool = False):
@@ -35,7 +37,7 @@ def attention_bias(input_mask, causal: bool = False):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class SelfAttention(ConfigurableLayer):
+class SelfAttention(int8.Quantizable, ConfigurableLayer):
     """Self-attention followed by its output projection.
 
     Query, key and value kernels are three [hidden, hidden] weights, exactly
@@ -48,6 +50,10 @@ class SelfAttention(ConfigurableLayer):
 
     The softmax, its dropout and the product with the values are Keras ops,
     or `fast_paths.attend` where that applies (`fast_paths.attend_applies`).
+
+    `quantize("int8")` turns the four kernels into int8 ones (`int8`); the
+    query, key and value products then share one quantization of their
+    inputs.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, initializer_range: float = 0.02,
@@ -68,7 +74,32 @@ class SelfAttention(ConfigurableLayer):
                 shape=(size, size), initializer=initializer, name=f"{name}_kernel"))
             setattr(self, f"{name}_bias", self.add_weight(
                 shape=(size,), initializer="zeros", name=f"{name}_bias"))
+        if self.quantization_mode == int8.MODE:  # rebuilt from a quantized layer's config
+            int8.quantize_weights(self, _KERNELS, input_axis=0)
         self.built = True
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        int8.quantize_layer(self, mode, config, _KERNELS, input_axis=0)
+
+    def quantized_call(self, hidden_states, bias, training=None, **kwargs):
+        int8.check_inference(self, training)
+        return self.call(hidden_states, bias, training=training, **kwargs)
+
+    def _project(self, inputs, name: str, order: tuple | None = None):
+        """`inputs` [rows, hidden] times a kernel, plus its bias.
+
+        In float the inputs are 2-D rows, whose product TensorFlow's oneDNN
+        rewrite fuses with the bias add. Quantized (`inputs` are
+        `int8.QuantizedRows`), `order` splits the result into heads in that
+        order, in the rescaling's pass.
+        """
+        kernel_bias = getattr(self, f"{name}_bias")
+        if isinstance(inputs, int8.QuantizedRows):
+            kernel = int8.quantized_weight(self, f"{name}_kernel")
+            return int8.product(inputs, kernel, kernel_bias, self.compute_dtype,
+                                heads=None if order is None else (self.num_heads, order))
+        return fast_paths.add_bias(ops.matmul(inputs, getattr(self, f"{name}_kernel")),
+                                   kernel_bias)
 
     def call(self, hidden_states, bias, training=None, return_probabilities=False,
              output_positions=None):
@@ -86,21 +117,23 @@ class SelfAttention(ConfigurableLayer):
             if bias.shape[2] != 1:  # a causal bias has a row per query
                 bias = tf.gather(bias, output_positions, axis=2, batch_dims=1)
         query_length = ops.shape(queries_from)[1]
+        keys_from = hidden_states
+        if self.quantization_mode:
+            keys_from = int8.quantize_rows(hidden_states)
+            queries_from = (keys_from if output_positions is None
+                            else int8.quantize_rows(queries_from))
 
-        def heads(inputs, rows, kernel, kernel_bias, order):
-            # A 2-D product: TensorFlow's oneDNN rewrite fuses the bias add into it.
-            flat = ops.reshape(inputs, (-1, self.hidden_size))
-            projected = fast_paths.add_bias(ops.matmul(flat, kernel), kernel_bias)
+        def heads(inputs, rows, name, order):
+            if self.quantization_mode:
+                return self._project(inputs, name, order)
+            projected = self._project(ops.reshape(inputs, (-1, self.hidden_size)), name)
             return fast_paths.transpose(
                 ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order,
                 training)
 
-        query = heads(queries_from, query_length, self.query_kernel, self.query_bias,
-                      (0, 2, 1, 3))  # [b, heads, q, size]
-        key = heads(hidden_states, length, self.key_kernel, self.key_bias,
-                    (0, 2, 3, 1))  # [b, heads, size, k]
-        value = heads(hidden_states, length, self.value_kernel, self.value_bias,
-                      (0, 2, 1, 3))  # [b, heads, k, size]
+        query = heads(queries_from, query_length, "query", (0, 2, 1, 3))  # [b, heads, q, size]
+        key = heads(keys_from, length, "key", (0, 2, 3, 1))  # [b, heads, size, k]
+        value = heads(keys_from, length, "value", (0, 2, 1, 3))  # [b, heads, k, size]
         # Scaling the query before the product keeps float16 scores in range.
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         scores = ops.matmul(query, key)  # [batch, heads, query, key]
@@ -117,10 +150,12 @@ class SelfAttention(ConfigurableLayer):
                                                   axis=2)
                            if self.dropout.drops(training) else (None, None))
             context = fast_paths.attend(scores, value, keep, scale)
-        context = fast_paths.transpose(context, (0, 2, 1, 3), training)  # [b, q, heads, size]
-        context = ops.reshape(context, (-1, self.hidden_size))
-        output = fast_paths.add_bias(ops.matmul(context, self.output_kernel), self.output_bias)
-        output = ops.reshape(output, (batch, query_length, self.hidden_size))
+        if self.quantization_mode:  # rearranged as it is quantized
+            output = self._project(int8.quantize_rows(context, from_heads=True), "output")
+        else:
+            context = fast_paths.transpose(context, (0, 2, 1, 3), training)  # [b, q, heads, size]
+            output = self._project(ops.reshape(context, (-1, self.hidden_size)), "output")
+            output = ops.reshape(output, (batch, query_length, self.hidden_size))
         if return_probabilities:
             return output, probabilities
         return output

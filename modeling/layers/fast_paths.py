@@ -6,7 +6,9 @@ TensorFlow's graph outside XLA (which serving runs, one kernel per op), they
 call a function here instead, which computes the same quantity (but for
 float rounding) another way; each one says which plain formulation it
 replaces and why that one was slow. The encoder also computes its last
-block only at the positions its callers read (`BertEncoder.call`).
+block only at the positions its callers read (`BertEncoder.call`), and an
+int8-quantized model multiplies on oneDNN's int8 kernel outside XLA
+(`modeling.layers.int8`).
 
 The switch turns them all off, to check that a result does not depend on
 them or to time what they save. It is read when a step is traced, not when

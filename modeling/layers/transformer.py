@@ -20,9 +20,13 @@ class TransformerBlock(ConfigurableLayer):
     BERT normalizes *after* each residual sum (post-LN, as the original
     Transformer). Pre-LN trains more stably, but every released BERT
     checkpoint was trained post-LN and only gives its numbers that way.
+
+    Past the three sizes, the settings are keyword-only: two dropout rates,
+    a range and an epsilon in a row are easy to pass in the wrong order, and
+    a block built with them swapped still runs, only as a different model.
     """
 
-    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int,
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, *,
                  hidden_act: str = "gelu", initializer_range: float = 0.02,
                  layer_norm_eps: float = 1e-12, hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, **kwargs):
@@ -34,9 +38,10 @@ class TransformerBlock(ConfigurableLayer):
                            attention_probs_dropout_prob=attention_probs_dropout_prob)
 
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.attention = SelfAttention(hidden_size, num_heads, initializer_range,
-                                       attention_probs_dropout_prob, name="attention",
-                                       dtype=self.dtype_policy)
+        self.attention = SelfAttention(hidden_size, num_heads,
+                                       initializer_range=initializer_range,
+                                       dropout_rate=attention_probs_dropout_prob,
+                                       name="attention", dtype=self.dtype_policy)
         self.attention_dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="attention_LayerNorm")

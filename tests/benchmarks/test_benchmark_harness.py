@@ -3,11 +3,11 @@
 import itertools
 import os
 import sys
-from pathlib import Path
 
 import tensorflow as tf
 
 from benchmarks import harness
+from tests.fixtures import TestCase
 
 
 def _fake_timer(ticks):
@@ -15,7 +15,7 @@ def _fake_timer(ticks):
     return lambda: next(values)
 
 
-class BenchmarkHarnessTest(tf.test.TestCase):
+class BenchmarkHarnessTest(TestCase):
 
     def test_measure_keeps_per_call_seconds_and_skips_warmup(self):
         calls = []
@@ -55,7 +55,7 @@ class BenchmarkHarnessTest(tf.test.TestCase):
         self.assertEqual(harness.format_rate(45600), "45.6k")
 
     def test_report_written_with_machine_and_tables(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         ours = harness.Result("ours", 10, (1.0,))
         peer = harness.Result("peer", 10, (2.0,))
         report = harness.render_report("Title", "What ran.", harness.machine_info(["pytest"]),
@@ -70,9 +70,8 @@ class BenchmarkHarnessTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, "plain file stem"):
             harness.write_report("../escape", report, results_dir=tmp_path)
 
-
     def test_worker_process_answers_each_request_and_reports_its_crash(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         echo = ("import json, sys\n"
                 "for line in sys.stdin:\n"
                 "    print(json.dumps({'got': line.strip()}), flush=True)\n")

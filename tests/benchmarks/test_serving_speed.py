@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import serving_speed, serving_workers
+from tests.fixtures import TestCase
 
 
 def _rows(table: str) -> dict[str, list[str]]:
@@ -17,7 +18,7 @@ def _rows(table: str) -> dict[str, list[str]]:
     return {row[0]: row for row in rows}
 
 
-class ServingSpeedTest(tf.test.TestCase):
+class ServingSpeedTest(TestCase):
 
     def test_choices_keep_order_and_refuse_unknown_values_by_flag(self):
         self.assertEqual(serving_speed.parse_choices("base,minilm", ("minilm", "base"), "models"),
@@ -115,7 +116,7 @@ class ServingSpeedTest(tf.test.TestCase):
         self.assertEqual(rows["BERT-Base size L12/H768, batch 1"][1:], ["6.0", "9.0", "1.50x"])
 
 
-class ServingWorkersTest(tf.test.TestCase):
+class ServingWorkersTest(TestCase):
 
     def test_every_process_times_the_same_inputs(self):
         first, second = serving_workers.encoder_inputs(3), serving_workers.encoder_inputs(3)
@@ -172,7 +173,7 @@ class ServingWorkersTest(tf.test.TestCase):
                     serving_workers.serve(spec)
 
     def test_dev_set_reader_skips_the_header(self):
-        path = Path(self.create_tempdir().full_path) / "dev.tsv"
+        path = self.tmp_path() / "dev.tsv"
         path.write_text("sentence\tlabel\na fine film\t1\ndull\t0\n", encoding="utf-8")
         self.assertEqual(serving_workers.read_dev_set(str(path)),
                          (["a fine film", "dull"], ["1", "0"]))

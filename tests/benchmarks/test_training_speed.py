@@ -9,9 +9,10 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from benchmarks import profile_training_step, training_speed
+from tests.fixtures import TestCase
 
 
-class TrainingSpeedTest(tf.test.TestCase, parameterized.TestCase):
+class TrainingSpeedTest(TestCase, parameterized.TestCase):
 
     def test_every_process_builds_the_same_batch(self):
         case = training_speed.CASES["pretrain_small"]
@@ -91,7 +92,7 @@ class TrainingSpeedTest(tf.test.TestCase, parameterized.TestCase):
     def test_the_torch_worker_imports_this_checkout(self):
         """The torch environment does not install the project, yet its worker imports
         `benchmarks.harness`: the checkout goes on its PYTHONPATH."""
-        log_dir = Path(self.create_tempdir().full_path)
+        log_dir = self.tmp_path()
         with mock.patch.dict(os.environ), \
                 mock.patch.object(training_speed, "REF_PYTHON", Path(sys.executable)), \
                 mock.patch("subprocess.Popen") as popen:
@@ -121,7 +122,7 @@ class TrainingSpeedTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(profile_training_step.op_class(name, op_type), expected)
 
     def test_profile_sections_replace_their_own_label_only(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = tmp_path / "profile.md"
         profile_training_step.write_section("before", "## before\n\nold numbers\n", path)
         profile_training_step.write_section("after", "## after\n\nfirst try\n", path)

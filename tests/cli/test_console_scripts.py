@@ -13,7 +13,7 @@ from pathlib import Path
 import tensorflow as tf
 from absl import flags
 
-from cli import entry
+from core import program
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ class ConsoleScriptsTest(tf.test.TestCase):
         run_classifier.define_flags(values)
         with mock.patch.object(sys, "argv", ["/env/bin/bert-run-classifier"]):
             self.assertNotIn("--output_dir", values.main_module_help())
-            entry.list_key_flags_under_program(run_classifier.__name__, values)
+            program.list_key_flags_under_program(run_classifier.__name__, values)
             help_text = values.main_module_help()
         for flag in ("output_dir", "init_checkpoint", "do_train", "learning_rate", "task_name"):
             self.assertRegex(help_text, rf"--(\[no\])?{flag}:")

@@ -13,6 +13,7 @@ from core.atomic import atomic_open, atomic_path, write_atomically
 from data_prep.datasets.conll import Sentence, write_conll_predictions
 from evaluation.results import write_eval_results
 from modeling.config import BertConfig
+from tests.fixtures import TestCase
 
 
 @contextlib.contextmanager
@@ -38,11 +39,11 @@ def _dead_pid() -> int:
     return child.pid
 
 
-class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
+class AtomicWritesTest(TestCase, parameterized.TestCase):
 
     @parameterized.parameters((0o022, 0o644), (0o077, 0o600), (0o002, 0o664))
     def test_result_files_follow_the_umask(self, mask, expected):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with umask(mask):
             write_eval_results(tmp_path / "eval_results.txt", {"eval_accuracy": 0.5})
             BertConfig.preset("L2_H128").to_json_file(tmp_path / "bert_config.json")
@@ -55,7 +56,7 @@ class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual((tmp_path / "deep" / "folder" / "blob.bin").read_bytes(), b"\x00\x01")
 
     def test_a_failed_write_leaves_the_old_file_and_no_temporary(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         target = tmp_path / "sweep_results.tsv"
         target.write_text("old\n")
         with self.assertRaisesRegex(RuntimeError, "scoring failed"):
@@ -66,7 +67,7 @@ class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(os.listdir(tmp_path), ["sweep_results.tsv"])
 
     def test_atomic_path_renames_what_was_written_under_the_temporary_name(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         target = tmp_path / "features.npy"
         with atomic_path(target) as temporary:
             self.assertEqual(os.path.dirname(temporary), str(tmp_path))
@@ -78,7 +79,7 @@ class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(os.listdir(tmp_path), ["features.npy"])
 
     def test_dead_writers_temporaries_go_and_live_ones_stay(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         dead = _dead_pid()
         (tmp_path / f".eval_results.txt.{dead}-0123abcd.partial").write_text("half")
         (tmp_path / f".bert_model.ckpt.{dead}-89abcdef.partial").mkdir()
@@ -94,14 +95,21 @@ class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(atomic.remove_dead_temporaries(tmp_path / "missing"), [])
 
     def test_temporary_folder_is_named_for_its_writer_and_removed_after(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with atomic.temporary_folder(tmp_path / "bert_model.ckpt") as staging:
             self.assertTrue(os.path.isdir(staging))
             self.assertIn(f".bert_model.ckpt.{os.getpid()}-", staging)
         self.assertFalse(os.path.exists(staging))
 
+    def test_a_temporary_name_tells_the_name_it_stands_in_for(self):
+        for name in ("eval_results.txt", "bert_model.ckpt", ".hidden", "a.1-0123abcd.partial"):
+            temporary = os.path.basename(atomic.temporary_name(name))
+            self.assertEqual(atomic.temporary_target(temporary), name)
+        for name in ("eval_results.txt", ".eval_results.txt.12-0123abcd", ".x.12-XYZ.partial"):
+            self.assertIsNone(atomic.temporary_target(name))
+
     def test_atomic_folder_replaces_the_old_folder_whole(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         target = tmp_path / "data"
         target.mkdir()
         (target / "old.txt").write_text("old")
@@ -113,7 +121,7 @@ class AtomicWritesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(sorted(os.listdir(tmp_path)), ["data"])
 
     def test_a_failed_atomic_folder_keeps_the_old_one_and_leaves_nothing(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         target = tmp_path / "data"
         target.mkdir()
         (target / "old.txt").write_text("old")

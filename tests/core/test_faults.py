@@ -11,16 +11,17 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from core import faults
+from core.arguments import FieldFileNotFoundError
 
 
 @contextlib.contextmanager
-def ending(program="prog"):
+def ending(program="prog", **options):
     """Runs the block under `one_line_endings`; yields [stderr text, exit status] when done."""
     outcome = ["", None]
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
         try:
-            with faults.one_line_endings(program):
+            with faults.one_line_endings(program, **options):
                 yield outcome
         except SystemExit as exit_:
             outcome[1] = exit_.code
@@ -110,6 +111,20 @@ class OneLineEndingsTest(tf.test.TestCase):
         with self.assertRaises(KeyError):
             with ending():
                 raise KeyError("a bug")
+
+    def test_a_user_error_names_the_fields_that_are_the_programs_flags_as_flags(self):
+        with ending(flags={"vocab_file"}) as outcome:
+            raise FieldFileNotFoundError("{vocab_file}={0}: no such file (for {max_seq_length})",
+                                         "v{1}.txt")
+        self.assertEqual(outcome, ["prog: error: --vocab_file=v{1}.txt: no such file (for "
+                                   "max_seq_length)\n", 1])
+
+    def test_a_command_whose_rerun_starts_over_says_so(self):
+        with ending(rerun="rerun the same command") as outcome:
+            raise OSError(28, "No space left on device", "/out/x")
+        self.assertEqual(outcome, ["prog: error: cannot write /out/x: no space left on the "
+                                   "device; make room (or raise the limit), then rerun the same "
+                                   "command\n", 1])
 
 
 if __name__ == "__main__":

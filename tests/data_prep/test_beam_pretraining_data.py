@@ -3,7 +3,6 @@
 import glob
 import subprocess
 import sys
-from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -12,6 +11,7 @@ import tensorflow as tf
 from data_prep import beam_pretraining_data
 from data_prep.pretraining.local import create_pretraining_data
 from tests.data_prep.synthetic_corpus import make_corpus, settings_for
+from tests.fixtures import TestCase
 
 pytestmark = pytest.mark.slow
 
@@ -21,15 +21,15 @@ def _records(paths):
                   for record in tf.data.TFRecordDataset(path).as_numpy_iterator())
 
 
-class BeamPretrainingDataTest(tf.test.TestCase):
+class BeamPretrainingDataTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp_path = Path(self.create_tempdir().full_path)
-        self.corpus = make_corpus(self.tmp_path)
+        self.folder = self.tmp_path()
+        self.corpus = make_corpus(self.folder)
 
     def test_direct_runner_matches_local_output(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         local = settings_for(self.corpus, tmp_path / "local" / "out.tfrecord")
         create_pretraining_data(local)
         beam_settings = settings_for(self.corpus, tmp_path / "beam" / "out")
@@ -46,7 +46,7 @@ class BeamPretrainingDataTest(tf.test.TestCase):
         self.assertEqual(_records(beam_files), local_records)
 
     def test_cli_reports_bad_input(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         folder, vocab = self.corpus
         command = [sys.executable, "-m", "data_prep.beam_pretraining_data",
                    f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/out",

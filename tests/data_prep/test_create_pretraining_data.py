@@ -22,7 +22,7 @@ from data_prep.pretraining.local import create_pretraining_data
 from training.input_pipeline import pretraining_feature_spec
 from tests.data_prep.synthetic_corpus import (CLS, SEP, VOCAB, make_corpus, settings_for,
                                               write_corpus)
-from tests.fixtures import REPO, launched
+from tests.fixtures import REPO, TestCase, launched
 
 pytestmark = pytest.mark.slow
 
@@ -49,14 +49,11 @@ def cli_flags_of_settings_for(corpus, output, **changes) -> list[str]:
     return [f"--{name}={value}" for name, value in flags.items()]
 
 
-class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
 
     def _corpus(self) -> tuple[Path, tuple[Path, Path]]:
         """A fresh folder and the synthetic corpus in it (its `in/` and `vocab.txt`)."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         return tmp_path, make_corpus(tmp_path)
 
     def test_records_shards_and_report(self):
@@ -230,7 +227,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         self.assertNotIn("Traceback", limited.stderr)
         self.assertRegex(
             limited.stderr.strip().splitlines()[-1],
-            rf"^create_pretraining_data: error: cannot write {re.escape(str(output.parent))}/\S+: "
+            rf"^python -m data_prep.create_pretraining_data: error: cannot write {re.escape(str(output.parent))}/\S+: "
             r"the file would exceed this process' file-size limit \(ulimit -f\); complete shards "
             r"are kept; make room \(or raise the limit\), then rerun the same command to "
             r"resume\Z")
@@ -243,7 +240,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
                          expected)
 
     def test_ctrl_c_to_the_process_group_ends_in_one_line_and_the_rerun_finishes(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         folder = tmp_path / "in"
         folder.mkdir()
         write_corpus(folder / "big.txt", 12000, seed=3)
@@ -274,8 +271,8 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         self.assertNotIn("Traceback", stderr)
         self.assertNotIn("wrote", stderr)
         self.assertEqual(stderr.strip().splitlines()[-1], (
-            "create_pretraining_data: interrupted (SIGINT); complete shards are kept; rerun the "
-            "same command to resume"))
+            "python -m data_prep.create_pretraining_data: interrupted (SIGINT); complete shards "
+            "are kept; rerun the same command to resume"))
         self.assertEmpty([path for path in output.parent.iterdir()
                           if path.name.endswith(".partial")])
 
@@ -317,7 +314,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         summary = create_pretraining_data(settings_for(corpus, tmp_path / "out" / "x.tfrecord"),
                                           log)
         self.assertEqual(summary.long_lines, 2)
-        self.assertIn("warning: 2 line(s) hold over 320 tokens (10 x --max_seq_length); a line "
+        self.assertIn("warning: 2 line(s) hold over 320 tokens (10 x max_seq_length); a line "
                       "is one sentence", log.getvalue())
         (folder / "e.txt").write_text(" ".join(words.split()[:320]) + "\n", encoding="utf-8")
         log = io.StringIO()
@@ -330,7 +327,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
         self.enter_context(mock.patch.object(shards_lib, "_BLOCK_BYTES", 7))
         text = ("one two\r\nthree\r\n\r\n \u3000\t\nfour\n\xa0\n\u4e00\u4e8c\n\n\n\x1c\n"
                 "five six seven\nlast")
-        path = self._tmp_path() / "c.txt"
+        path = self.tmp_path() / "c.txt"
         path.write_bytes(text.encode("utf-8"))
         index = shards_lib.index_corpus([str(path)], documents_per_chunk=2)
         self.assertEqual([chunk.documents for chunk in index.chunks], [2, 2])
@@ -348,7 +345,7 @@ class CreatePretrainingDataTest(tf.test.TestCase, parameterized.TestCase):
             def unsupported(*args):
                 raise OSError(18, "Invalid cross-device link")
             self.enter_context(mock.patch.object(os, "copy_file_range", unsupported))
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         source, target = tmp_path / "staged", tmp_path / "shard"
         payload = bytes(random.Random(0).getrandbits(8) for _ in range(300_000))
         source.write_bytes(payload)

@@ -6,13 +6,12 @@ import json
 import logging
 import subprocess
 import sys
-from pathlib import Path
 
 import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.squad import evaluate_v1, evaluate_v2, exact_match_score, f1_score, normalize_answer
-from tests.fixtures import REPO
+from tests.fixtures import REPO, TestCase
 
 
 def _dataset(questions: list[tuple[str, list[str]]], v2: bool) -> dict:
@@ -44,7 +43,7 @@ def _cli(tmp_path, dataset: dict, predictions, *options: str) -> subprocess.Comp
                            str(pred_file), *options], cwd=REPO, capture_output=True, text=True)
 
 
-class SquadMetricTest(tf.test.TestCase, parameterized.TestCase):
+class SquadMetricTest(TestCase, parameterized.TestCase):
 
     @parameterized.parameters([
         ("The  Eiffel-Tower!", "eiffeltower"),
@@ -112,7 +111,7 @@ class SquadMetricTest(tf.test.TestCase, parameterized.TestCase):
             evaluate_v2(dataset, {"h": "", "n": ""}, {"h": 0.5})
 
     def test_cli(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         v1 = _cli(tmp_path, V1, V1_PREDICTIONS)
         self.assertEqual(v1.returncode, 0, msg=v1.stderr)
         self.assertEqual(json.loads(v1.stdout), evaluate_v1(V1, V1_PREDICTIONS))  # 1.1 detected

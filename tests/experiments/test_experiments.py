@@ -26,7 +26,7 @@ from absl.testing import parameterized
 from experiments import __main__ as driver
 from experiments import grid, jobs, scales, schedule, tables
 from experiments.summary import whole_curve
-from tests.fixtures import REPO
+from tests.fixtures import REPO, TestCase
 
 pytestmark = pytest.mark.slow
 
@@ -145,14 +145,11 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip("|").split("|")]
 
 
-class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class ExperimentsDriverTest(TestCase, parameterized.TestCase):
 
     def test_toy_grid_end_to_end_then_from_the_cache(self):
         """The real tools: vocabulary, records, a 2-step pre-training, a fine-tuning sweep."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data", tagging=False)
         scale = dataclasses.replace(TOY, tasks=("sentiment",), learning_rates=(1e-3,))
         argv = arguments(tmp_path, "6", seeds=1)
@@ -177,11 +174,11 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(report.read_text(encoding="utf-8"), text)
 
     def test_second_run_starts_nothing_and_tables_share_runs(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data")
         first = FakeRunner()
         run_driver(arguments(tmp_path, "5"), first, datasets=datasets)
-        table5 = grid.GridBuilder(TOY, datasets, 2).table("5")
+        table5 = tables.table("5", grid.GridBuilder(TOY, datasets, 2))
         self.assertLen(first.calls, len(schedule.all_jobs(table5.jobs)))
 
         again = FakeRunner()
@@ -191,37 +188,37 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         # Table 8's 80/10/10 row is Table 5's BERT row: its data, pre-training and fine-tunings.
         table8 = FakeRunner()
         run_driver(arguments(tmp_path, "8"), table8, datasets=datasets)
-        needed = schedule.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("8").jobs)
+        needed = schedule.all_jobs(tables.table("8", grid.GridBuilder(TOY, datasets, 2)).jobs)
         shared = {job.key for job in needed} & {job.key for job in schedule.all_jobs(table5.jobs)}
         self.assertGreaterEqual(len(shared), 5)
         self.assertLen(table8.calls, len(needed) - len(shared))
 
     def test_keys_follow_settings_and_contents_not_paths(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         one = write_toy_data(tmp_path / "one")
         two = write_toy_data(tmp_path / "two")
         keys = [{job.key for job in
-                 schedule.all_jobs(grid.GridBuilder(TOY, data, 2).table("5").jobs)}
+                 schedule.all_jobs(tables.table("5", grid.GridBuilder(TOY, data, 2)).jobs)}
                 for data in (one, two)]
         self.assertEqual(keys[0], keys[1])
 
         more_steps = dataclasses.replace(TOY,
                                          phases=(dataclasses.replace(ONE_PHASE[0], steps=3),))
         changed = {job.key for job in schedule.all_jobs(
-            grid.GridBuilder(more_steps, one, 2).table("5").jobs)}
+            tables.table("5", grid.GridBuilder(more_steps, one, 2)).jobs)}
         # the vocabulary and the three sets of records
         self.assertLen(changed & keys[0], 4)
         with open(tmp_path / "one" / "corpus.txt", "a", encoding="utf-8") as corpus:
             corpus.write("one more line .\n")
         jobs._fingerprint.cache_clear()
-        edited = {job.key
-                  for job in schedule.all_jobs(grid.GridBuilder(TOY, one, 2).table("5").jobs)}
+        edited = {job.key for job in schedule.all_jobs(
+            tables.table("5", grid.GridBuilder(TOY, one, 2)).jobs)}
         self.assertEmpty(edited & keys[0])
 
     def test_an_interrupted_run_leaves_no_result_and_is_run_again(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data", tagging=False)
-        table = grid.GridBuilder(TOY, datasets, 2).table("5")
+        table = tables.table("5", grid.GridBuilder(TOY, datasets, 2))
         every = schedule.all_jobs(table.jobs)
         interrupted = FakeRunner(fail_at=4)  # a fine-tuning: not resumable
         with self.assertRaises(KeyboardInterrupt):
@@ -242,7 +239,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_resumes_after_the_driver_is_killed(self):
         """SIGKILL in the middle of the third run; the rerun runs only what has no result."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_toy_data(tmp_path / "data", tagging=False)
         script = (
             "import sys\n"
@@ -256,7 +253,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(killed.returncode, -signal.SIGKILL, killed.stderr)
 
         datasets = write_toy_data(tmp_path / "data", tagging=False)
-        every = schedule.all_jobs(grid.GridBuilder(TOY, datasets, 2).table("5").jobs)
+        every = schedule.all_jobs(tables.table("5", grid.GridBuilder(TOY, datasets, 2)).jobs)
         results = list((tmp_path / "cache" / "runs").glob(f"*/{jobs.RESULT_FILE}"))
         self.assertLen(results, 2)
         resumed = FakeRunner()
@@ -265,7 +262,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue(report.is_file())
 
     def test_report_puts_the_paper_beside_ours_and_marks_what_does_not_apply(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data")
         runner = FakeRunner()
         report = run_driver(arguments(tmp_path, "5"), runner, datasets=datasets)
@@ -295,13 +292,13 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "results" / "table5_toy.png").is_file())
         # The pre-trainings' loss curves, read from their logs (loss=, not masked_lm_loss=).
         self.assertIn("![table5_toy_pretraining](table5_toy_pretraining.png)", lines)
-        bert = grid.GridBuilder(TOY, datasets, 2).table("5").rows[0].pretraining
+        bert = tables.table("5", grid.GridBuilder(TOY, datasets, 2)).rows[0].pretraining
         curve = jobs.Cache(tmp_path / "cache").result(bert)["train_loss"]
         self.assertEqual([step for step, _ in curve], [1, 2])
         self.assertAllClose(curve[0][1] - curve[1][1], 1, rtol=1e-6, atol=1e-12)
 
     def test_figure_runs_every_checkpoint_and_draws_curves(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data", tagging=False)
         runner = FakeRunner()
         report = run_driver(arguments(tmp_path, "fig5"), runner, datasets=datasets)
@@ -317,11 +314,11 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual((tmp_path / "results" / "fig5_toy.png").read_bytes()[:4], b"\x89PNG")
 
     def test_fine_tunings_keep_scores_not_weights(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data", tagging=False)
         run_driver(arguments(tmp_path, "6"), FakeRunner(), datasets=datasets)
         cache = jobs.Cache(tmp_path / "cache")
-        table = grid.GridBuilder(TOY, datasets, 2).table("6")
+        table = tables.table("6", grid.GridBuilder(TOY, datasets, 2))
         classifier = next(job for job in table.jobs if job.tool == "run_classifier.py")
         self.assertEqual(sorted(os.listdir(cache.output(classifier))), ["sweep_results.tsv"])
         result = json.loads((cache.folder(classifier) / jobs.RESULT_FILE).read_text())
@@ -340,7 +337,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertIn(message, stderr.getvalue())
 
     def test_missing_glue_folder_is_one_clear_error(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
 
         def no_fetching():
             raise AssertionError("fetched the corpus before checking --glue_dir")
@@ -357,13 +354,13 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertNotIn("\n", error)
 
     def test_glue_folders_become_columns(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         (tmp_path / "glue" / "MRPC").mkdir(parents=True)
         (tmp_path / "glue" / "MRPC" / "train.tsv").write_text("x\n")
         found = scales.glue_datasets(str(tmp_path / "glue"), [])
         self.assertEqual([task for task, _ in found], ["MRPC"])
         datasets = dataclasses.replace(write_toy_data(tmp_path / "data"), glue=found)
-        table = grid.GridBuilder(TOY, datasets, 1).table("5")
+        table = tables.table("5", grid.GridBuilder(TOY, datasets, 1))
         self.assertEqual(table.columns, ["sentiment", "tagging", "MRPC"])
         self.assertEqual(table.rows[0].paper["MRPC"], 86.7)
         # The left-to-right row reads MRPC's pairs in both orders (GPT's similarity input).
@@ -375,7 +372,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             scales.glue_datasets(str(tmp_path / "glue"), ["QNLI"])
 
     def test_squad_folder_adds_a_column_for_every_row(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         squad = tmp_path / "squad"
         squad.mkdir()
         with self.assertRaisesRegex(OSError, "has no train-v1.1.json"):
@@ -401,14 +398,14 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertIn(" ± ", bilstm.split("|")[-3])
 
     def test_figure_steps_beyond_the_pre_training_are_refused(self):
-        datasets = write_toy_data(self._tmp_path() / "data", tagging=False)
+        datasets = write_toy_data(self.tmp_path() / "data", tagging=False)
         too_far = dataclasses.replace(TOY, figure_steps=(1, 3))
         with self.assertRaisesRegex(ValueError,
                                     "figure_steps must not exceed the first phase's steps"):
-            grid.GridBuilder(too_far, datasets, 1).table("fig5")
+            tables.table("fig5", grid.GridBuilder(too_far, datasets, 1))
 
     def test_a_failing_tool_is_one_line_naming_its_log(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         tool = tmp_path / "tool.py"
         tool.write_text("import sys\nprint('starting')\nprint('tool.py: error: --x is bad')\n"
                         "sys.exit(3)\n")
@@ -421,7 +418,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_two_phases_chain_and_the_figure_reads_the_first(self):
         """Phase 2 reads its own records and starts from phase 1's output folder."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         second = scales.Phase(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1,
                               steps=2, warmup=1, batch=4, learning_rate=5e-4)
         scale = dataclasses.replace(TOY, phases=(*ONE_PHASE, second))
@@ -436,7 +433,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
                  for call in runner.calls if call[0] == "run_pretraining.py"]
         self.assertEqual(sorted(call["max_seq_length"] for call in calls),
                          ["32"] * 3 + ["64"] * 3)
-        pretrainings = [job for job in schedule.all_jobs(builder.table("5").jobs)
+        pretrainings = [job for job in schedule.all_jobs(tables.table("5", builder).jobs)
                         if job.tool == "run_pretraining.py"]
         firsts = {cache.output(job) for job in pretrainings
                   if "init_checkpoint" not in job.inputs}
@@ -465,13 +462,13 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             self.assertIn("--max_seq_length=32", call)
 
     def test_several_tables_are_one_grid_each_written_when_its_runs_are_done(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data")
         builder = grid.GridBuilder(TOY, datasets, 2)
         needed = {job.key for name in ("5", "8")
-                  for job in schedule.all_jobs(builder.table(name).jobs)}
+                  for job in schedule.all_jobs(tables.table(name, builder).jobs)}
         cache = jobs.Cache(tmp_path / "cache")
-        table5_jobs = schedule.all_jobs(builder.table("5").jobs)
+        table5_jobs = schedule.all_jobs(tables.table("5", builder).jobs)
 
         class FailOnceTable5IsDone(FakeRunner):
             def __call__(self, arguments, log, environment):
@@ -484,7 +481,8 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual([path.name for path in (tmp_path / "results").glob("*.md")],
                          ["table5_toy.md"])
 
-        every = schedule.all_jobs([*builder.table("5").jobs, *builder.table("8").jobs])
+        every = schedule.all_jobs([*tables.table("5", builder).jobs,
+                                   *tables.table("8", builder).jobs])
         self.assertLen(every, len(needed))  # shared runs are one job
         done = sum(cache.result(job) is not None for job in every)
         runner = FakeRunner()
@@ -518,23 +516,23 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             if name == "slow":
                 assert started.wait(timeout=30), "after_quick did not start beside slow"
 
-        results = schedule.run_grid([slow, after_quick], jobs.Cache(self._tmp_path()), runner,
+        results = schedule.run_grid([slow, after_quick], jobs.Cache(self.tmp_path()), runner,
                                 workers=2)
         self.assertEqual(set(results), {quick.key, slow.key, after_quick.key})
         share = str(max(1, (os.cpu_count() or 1) // 2))
         self.assertEqual(threads, {"quick": share, "slow": share, "after_quick": share})
 
     def test_feature_based_runs_read_only_layers_the_model_has(self):
-        datasets = write_toy_data(self._tmp_path() / "data")
+        datasets = write_toy_data(self.tmp_path() / "data")
 
         def feature_runs(scale, table):
             return [job for job in schedule.all_jobs(
-                        grid.GridBuilder(scale, datasets, 2).table(table).jobs)
+                        tables.table(table, grid.GridBuilder(scale, datasets, 2)).jobs)
                     if job.settings.get("mode") == "feature_based"]
 
         with self.assertRaisesRegex(ValueError, "Table 7 reads the last four blocks, but the "
                                                 "toy scale's model has 2"):
-            grid.GridBuilder(TOY, datasets, 2).table("7")
+            tables.table("7", grid.GridBuilder(TOY, datasets, 2))
         four = dataclasses.replace(TOY, feature_model=(4, 32))
         runs = feature_runs(four, "7")
         self.assertEqual(
@@ -560,12 +558,12 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
             order.append(next(flag.split("=", 1)[1] for flag in arguments
                               if flag.startswith("--name=")))
 
-        schedule.run_grid([alone, top], jobs.Cache(self._tmp_path()), runner, workers=1)
+        schedule.run_grid([alone, top], jobs.Cache(self.tmp_path()), runner, workers=1)
         # ties keep the given order
         self.assertEqual(order, ["base", "middle", "alone", "top"])
 
     def test_gpt_layers_curve_transfers_the_first_k_blocks_and_shares_table5s_ends(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         datasets = write_toy_data(tmp_path / "data")
         run_driver(arguments(tmp_path, "5"), FakeRunner(), datasets=datasets)
         runner = FakeRunner()
@@ -585,7 +583,7 @@ class ExperimentsDriverTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "results" / "gpt_layers_toy.png").is_file())
 
     def test_long_pre_training_saves_its_progress_without_changing_its_key(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         long = dataclasses.replace(ONE_PHASE[0], steps=2 * grid.PROGRESS_SAVE_STEPS + 100)
         scale = dataclasses.replace(TOY, phases=(long,))
         builder = grid.GridBuilder(scale, write_toy_data(tmp_path / "data", tagging=False), 1)

@@ -150,7 +150,7 @@ class PlanPromptTest(tf.test.TestCase):
             driver.run(driver.parse_args(arguments(self.root, "6")), "python -m experiments",
                        runner, TOY, self.datasets)
         self.assertNotIn("Proceed?", printed.getvalue())
-        every = schedule.all_jobs(grid.GridBuilder(TOY, self.datasets, 2).table("6").jobs)
+        every = schedule.all_jobs(tables.table("6", grid.GridBuilder(TOY, self.datasets, 2)).jobs)
         self.assertLen(runner.calls, len(every))
 
     def test_answering_yes_runs_and_a_cached_grid_does_not_ask(self):

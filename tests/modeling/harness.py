@@ -24,6 +24,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from core.framework import all_layers
+from tests.fixtures import TestCase
 
 Factory = Callable[..., keras.Layer]
 
@@ -66,7 +67,7 @@ def _saveable(network: keras.Layer, inputs: Any) -> keras.Model:
     return keras.Model(symbolic, network(*symbolic), name=f"{network.name}_model")
 
 
-class KerasTestCase(tf.test.TestCase, parameterized.TestCase):
+class KerasTestCase(TestCase, parameterized.TestCase):
     """tf.test.TestCase with the shared layer and model checks as methods."""
 
     def compute_every_position(self) -> None:

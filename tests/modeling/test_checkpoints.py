@@ -16,7 +16,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer
-from tests.fixtures import GOLDEN, class_folder
+from tests.fixtures import GOLDEN, TestCase
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
 
@@ -52,13 +52,7 @@ def _weights(model) -> dict[str, np.ndarray]:
     return {name: variable.numpy() for name, variable in model.checkpoint_variables().items()}
 
 
-class _TempPathTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
-
-
-class CheckpointFormatsTest(_TempPathTest):
+class CheckpointFormatsTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -111,7 +105,7 @@ class CheckpointFormatsTest(_TempPathTest):
             self.assertEqual(packed.input_mask, golden["input_mask"][row].tolist())
 
     def test_google_export_has_google_names_and_reloads_exactly(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         prefix = export_google_checkpoint(self.hf_loaded_pretrainer, tmp_path / "bert_model.ckpt")
         shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
         hidden = 32
@@ -145,7 +139,7 @@ class CheckpointFormatsTest(_TempPathTest):
             saver = tf.compat.v1.train.Saver(variables)
             with tf.compat.v1.Session(graph=graph) as session:
                 session.run(tf.compat.v1.global_variables_initializer())
-                prefix = saver.save(session, str(self._tmp_path() / "model.ckpt"))
+                prefix = saver.save(session, str(self.tmp_path() / "model.ckpt"))
         reloaded = _tiny_pretrainer()
         report = load_weights(reloaded, prefix)
         self.assertEqual(report.format, "google")
@@ -158,7 +152,7 @@ class CheckpointFormatsTest(_TempPathTest):
                             golden["seq_relationship_logits"], atol=1e-4, rtol=1e-7)
 
     def test_own_checkpoint_loads_into_another_model_class(self):
-        path = save_checkpoint(self.hf_loaded_pretrainer, self._tmp_path() / "ckpt")
+        path = save_checkpoint(self.hf_loaded_pretrainer, self.tmp_path() / "ckpt")
         encoder = BertEncoder(self.hf_loaded_pretrainer.config)
         report = load_weights(encoder, path)
         self.assertEqual(report.format, "own")
@@ -174,7 +168,7 @@ class CheckpointFormatsTest(_TempPathTest):
         """GPT's layers-transferred curve: the first N blocks come from the checkpoint, no more."""
         config = self.hf_loaded_pretrainer.config
         self.assertEqual(config.num_hidden_layers, 2)
-        path = save_checkpoint(self.hf_loaded_pretrainer, self._tmp_path() / "ckpt")
+        path = save_checkpoint(self.hf_loaded_pretrainer, self.tmp_path() / "ckpt")
         saved = read_checkpoint(path).tensors
         encoder = BertEncoder(config)
         before = {name: variable.numpy()
@@ -191,11 +185,11 @@ class CheckpointFormatsTest(_TempPathTest):
         self.assertIn("left as initialized", report.summary())
         # All blocks: the pooler comes too; more blocks than the model has is refused.
         self.assertEmpty(load_weights(BertEncoder(config), path, 2).held_back)
-        with self.assertRaisesRegex(ValueError, "--transfer_layers=3, but the model has 2"):
+        with self.assertRaisesRegex(ValueError, "^transfer_layers=3, but the model has 2"):
             load_weights(BertEncoder(config), path, 3)
 
     def test_huggingface_export_round_trip(self):
-        folder = export_huggingface(self.hf_loaded_pretrainer, self._tmp_path() / "hf",
+        folder = export_huggingface(self.hf_loaded_pretrainer, self.tmp_path() / "hf",
                                     self.hf_loaded_pretrainer.config)
         self.assertEqual(json.loads((folder / "config.json").read_text())["architectures"],
                          ["BertForPreTraining"])
@@ -211,14 +205,17 @@ class CheckpointFormatsTest(_TempPathTest):
                                r"checkpoint;")),
         ({"hidden_size": 64, "num_attention_heads": 2},
          (r"word_embeddings has shape \[99, 32\], the model expects \[99, 64\]: hidden_size=64 "
-          r"in the config, 32 in the checkpoint; does --bert_config_file describe it\?$")),
+          r"in the config, 32 in the checkpoint; does bert_config_file describe it\?$")),
         ({"intermediate_size": 48}, (r"intermediate/dense/kernel has shape \[32, \d+\], the "
                                      r"model expects \[32, 48\]; .*intermediate_size")),
     )
     def test_shape_mismatch_names_tensor_both_shapes_and_the_config_field(self, change, message):
         config = BertConfig.from_json_file(TINY / "config.json").replace(**change)
-        with self.assertRaisesRegex(CheckpointError, message):
+        with self.assertRaisesRegex(CheckpointError, message) as raised:
             load_weights(BertEncoder(config), TINY)
+        # A command line whose flag gives the config names it as the flag.
+        self.assertIn("does --bert_config_file describe",
+                      raised.exception.render({"bert_config_file"}))
 
     @parameterized.parameters(
         ("missing", "not a checkpoint"),
@@ -227,12 +224,12 @@ class CheckpointFormatsTest(_TempPathTest):
     )
     def test_unreadable_paths(self, name, message):
         with self.assertRaisesRegex(CheckpointError, message):
-            read_checkpoint(self._tmp_path() / name)
+            read_checkpoint(self.tmp_path() / name)
 
     def test_folder_without_weights_and_foreign_safetensors(self):
         from safetensors.numpy import save_file
 
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(CheckpointError,
                                     "no checkpoint in this folder.* it holds nothing"):
             read_checkpoint(tmp_path)
@@ -254,7 +251,7 @@ class CheckpointFormatsTest(_TempPathTest):
         ("model.ckpt", save_checkpoint, "own"),  # a fine-tuning --output_dir
     )
     def test_folder_holding_a_known_prefix(self, prefix, write, format):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write(self.hf_loaded_pretrainer, tmp_path / prefix)
         checkpoint = read_checkpoint(tmp_path)
         self.assertEqual(checkpoint.source, str(tmp_path / prefix))
@@ -263,14 +260,14 @@ class CheckpointFormatsTest(_TempPathTest):
                          sorted(self.hf_loaded_pretrainer.checkpoint_variables()))
 
     def test_unreadable_index_file(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         (tmp_path / "checkpoint").write_text("this is not a checkpoint state\n")
         with self.assertRaisesRegex(CheckpointError,
                                     "checkpoint: not a readable checkpoint index file"):
             read_checkpoint(tmp_path)
 
     def test_folder_without_any_checkpoint_lists_what_it_holds(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         (tmp_path / "vocab.txt").write_text("[PAD]\n")
         (tmp_path / "logs").mkdir()
         with self.assertRaisesRegex(CheckpointError,
@@ -281,7 +278,7 @@ class CheckpointFormatsTest(_TempPathTest):
 
     def test_object_checkpoint_of_something_else(self):
         prefix = tf.train.Checkpoint(counter=tf.Variable(1)).write(
-            str(self._tmp_path() / "other"))
+            str(self.tmp_path() / "other"))
         with self.assertRaisesRegex(CheckpointError, r"without model weights under "
                                                      r"'weights/named' \(it holds counter\)"):
             read_checkpoint(prefix)
@@ -312,13 +309,13 @@ def _write_training_run(folder: Path) -> list[dict[str, np.ndarray]]:
     return values
 
 
-class TrainingRunCheckpointsTest(_TempPathTest):
+class TrainingRunCheckpointsTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """One training-run folder for the class; the tests only read it."""
         super().setUpClass()
-        cls.folder = class_folder(cls)
+        cls.folder = cls.class_folder()
         cls.values = _write_training_run(cls.folder)
 
     def test_training_checkpoint_keeps_weights_under_optimizer_keys(self):
@@ -359,7 +356,7 @@ class TrainingRunCheckpointsTest(_TempPathTest):
             self.assertAllEqual(value, self.values[0][name], msg=name)
 
     def test_index_naming_a_missing_checkpoint(self):
-        copy = self._tmp_path() / "partial"
+        copy = self.tmp_path() / "partial"
         copy.mkdir()
         for file in self.folder.iterdir():
             if not file.name.startswith("ckpt-2"):
@@ -372,7 +369,7 @@ class TrainingRunCheckpointsTest(_TempPathTest):
 
     def test_index_with_paths_from_elsewhere_means_files_here(self):
         """TF1 wrote absolute paths: a folder copied from a bucket names files that are not here."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         for file in self.folder.glob("ckpt-1.*"):
             (tmp_path / file.name).write_bytes(file.read_bytes())
         (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/bucket/run/ckpt-1"\n'

@@ -1,7 +1,5 @@
 """BertEncoder: outputs, masking, causal mode, checkpoint names, serialization, precision."""
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -9,7 +7,8 @@ from absl.testing import parameterized
 
 from modeling.encoder import BertEncoder
 from modeling.layers.activations import get_activation
-from tests.fixtures import tiny_config
+from modeling.layers.transformer import TransformerBlock
+from tests.fixtures import TestCase, tiny_config
 
 CONFIG = tiny_config(vocab_size=100, max_position_embeddings=20, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)
@@ -58,7 +57,7 @@ def expected_checkpoint_shapes(config):
     return shapes
 
 
-class EncoderTest(tf.test.TestCase, parameterized.TestCase):
+class EncoderTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -167,6 +166,24 @@ class EncoderTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllClose(dense(x),
                             get_activation(activation)(x @ kernel + bias), rtol=1e-6, atol=1e-6)
 
+    def test_every_block_is_built_with_the_configs_settings(self):
+        """Each setting reaches its own slot: the block takes them by keyword only."""
+        config = CONFIG.replace(hidden_act="relu", initializer_range=0.03,
+                                layer_norm_eps=1e-6, hidden_dropout_prob=0.125,
+                                attention_probs_dropout_prob=0.25)
+        for block in BertEncoder(config).blocks:
+            settings = block.get_config()
+            self.assertEqual({key: settings[key] for key in (
+                "hidden_size", "num_heads", "intermediate_size", "hidden_act",
+                "initializer_range", "layer_norm_eps", "hidden_dropout_prob",
+                "attention_probs_dropout_prob")}, {
+                "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
+                "hidden_act": "relu", "initializer_range": 0.03, "layer_norm_eps": 1e-6,
+                "hidden_dropout_prob": 0.125, "attention_probs_dropout_prob": 0.25})
+            self.assertEqual(block.attention.dropout_rate, 0.25)
+        with self.assertRaisesRegex(TypeError, "positional"):
+            TransformerBlock(32, 2, 64, "relu")
+
     def test_from_config_round_trip(self):
         clone = BertEncoder.from_config(self.encoder.get_config())
         self.assertEqual(clone.config, self.encoder.config)
@@ -178,7 +195,7 @@ class EncoderTest(tf.test.TestCase, parameterized.TestCase):
             self.assertAllEqual(numpy_outputs(clone, inputs)[key], value)
 
     def test_keras_file_round_trip(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         model = BertEncoder(CONFIG, causal=True, output_hidden_states=True)
         model.set_weights([w + 0.01 for w in self.encoder.get_weights()])
         path = str(tmp_path / "encoder.keras")

@@ -13,7 +13,7 @@ from modeling.encoder import BertEncoder
 from modeling.layers import fast_paths
 from modeling.layers.transformer import TransformerBlock
 from modeling.optimization import create_optimizer
-from modeling.pretrainer import BertPretrainer, pretraining_losses
+from modeling.pretrainer import BertPretrainer
 from tests.fixtures import tiny_config
 
 # 256 x 16 = 4096 rows: the bias gradients under XLA take the product path.
@@ -94,8 +94,8 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
             TransformerBlock, "call", autospec=True, side_effect=TransformerBlock.call))
 
         def traced_op_types():
-            step = tf.function(lambda: pretraining_losses(
-                inputs, model(inputs, training=True), "mlm_nsp")["loss"], jit_compile=True)
+            step = tf.function(lambda: model.pretraining_losses(
+                inputs, model(inputs, training=True))["loss"], jit_compile=True)
             return {op.type for op in step.get_concrete_function().graph.get_operations()}
 
         def positions_given():
@@ -192,7 +192,7 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
             return BertPretrainer(CONFIG, objective, dtype=dtype)
 
         def loss_of(model, training):
-            return pretraining_losses(inputs, model(inputs, training=training), objective)["loss"]
+            return model.pretraining_losses(inputs, model(inputs, training=training))["loss"]
 
         self.assertSamePaths(make, loss_of, policy, jit_compile)
 

@@ -1,7 +1,6 @@
 """Table 7's feature choices, the masked BiLSTM tagger, and the feature cache writer."""
 
 import os
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -18,7 +17,7 @@ from modeling.feature_tagger import (
     feature_width,
     write_features,
 )
-from tests.fixtures import TINY_CONFIG, tiny_config
+from tests.fixtures import TINY_CONFIG, TestCase, tiny_config
 
 HIDDEN = TINY_CONFIG["hidden_size"]
 
@@ -32,7 +31,7 @@ def _arrays() -> dict[str, np.ndarray]:
             "segment_ids": np.zeros_like(input_ids)}
 
 
-class FeatureTaggerTest(tf.test.TestCase, parameterized.TestCase):
+class FeatureTaggerTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -79,7 +78,7 @@ class FeatureTaggerTest(tf.test.TestCase, parameterized.TestCase):
                                                "concat_last_four", "sum_all"})
 
     def test_write_features_matches_the_encoder(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = str(tmp_path / "cache" / "train.npy")
         write_features(self.encoder, self.arrays, "sum_last_four", path, batch_size=2)
         self.assertEqual(os.listdir(tmp_path / "cache"), ["train.npy"])  # no partial file left

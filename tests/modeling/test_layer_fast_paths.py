@@ -17,7 +17,7 @@ from modeling.layers.dropout import Dropout
 from modeling.layers.fast_paths import attend
 from modeling.layers.transformer import TransformerBlock
 from modeling.optimization import create_optimizer
-from modeling.pretrainer import BertPretrainer, pretraining_losses
+from modeling.pretrainer import BertPretrainer
 from tests.fixtures import tiny_config
 from tests.modeling.layer_references import (
     FFN,
@@ -79,7 +79,7 @@ def seeded_pretraining_losses(steps: int) -> list[float]:
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            loss = pretraining_losses(features, model(features, training=True), "mlm_nsp")["loss"]
+            loss = model.pretraining_losses(features, model(features, training=True))["loss"]
         variables = model.trainable_variables
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss

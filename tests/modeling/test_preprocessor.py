@@ -1,8 +1,6 @@
 """The preprocessor layer: raw strings and pairs -> the runners' packed ids, in graphs too."""
 
 import json
-import tempfile
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -13,7 +11,7 @@ from absl.testing import parameterized
 from data_prep.corpora.assets import minilm_dir
 from modeling import BertPreprocessor, load_preprocessor, load_tokenizer
 from modeling.config import ConfigError
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import VOCAB, tiny_folder
 from text.sentence_pairs import pack_ids
 
@@ -22,12 +20,12 @@ TEXTS_A = ["The cat sat on the mat.", "John lives in Paris", "", "unbelievable f
 TEXTS_B = ["Who sat?", "", "a film", "the plot was dull , the acting was great", "is " * 30]
 
 
-class PreprocessorTest(tf.test.TestCase, parameterized.TestCase):
+class PreprocessorTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = Path(cls.enterClassContext(tempfile.TemporaryDirectory()))
+        cls.root = cls.class_folder()
         cls.folder = tiny_folder(cls.root)
         cls.tokenizer = load_tokenizer(cls.folder)
 
@@ -54,8 +52,8 @@ class PreprocessorTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_casing_comes_from_the_folder(self):
         cased = tiny_folder(self.root, "cased_L-2_H-32_A-2")
-        self.assertTrue(load_preprocessor(self.folder).tokenizer.do_lower_case)
-        self.assertFalse(load_preprocessor(cased).tokenizer.do_lower_case)
+        self.assertTrue(load_preprocessor(self.folder, 16).tokenizer.do_lower_case)
+        self.assertFalse(load_preprocessor(cased, 16).tokenizer.do_lower_case)
         # "The" is not in the vocabulary: an uncased reading finds "the", a cased one [UNK].
         self.assertEqual(int(load_preprocessor(self.folder, 4)(["The"])["input_ids"][0, 1]),
                          VOCAB.index("the"))
@@ -109,10 +107,69 @@ class PreprocessorTest(tf.test.TestCase, parameterized.TestCase):
             preprocessor([("a", "b", "c")])
         with self.assertRaisesRegex(TypeError, "expected strings, got int32"):
             preprocessor([1, 2])
-        with self.assertRaisesRegex(ValueError, "sequence_length must be at least 3"):
-            load_preprocessor(self.folder, sequence_length=2)
+        with self.assertRaisesRegex(TypeError, r"expected strings \(str or bytes\), got list"):
+            preprocessor(["a", 1])
         with self.assertRaisesRegex(ConfigError, "no vocabulary file"):
-            load_preprocessor(self.root / "empty")
+            load_preprocessor(self.root / "empty", sequence_length=16)
+
+    @parameterized.parameters((2, "2"), (65, "65"), (10**9, "1000000000"), ("16", "'16'"),
+                              (True, "True"), (16.0, "16.0"))
+    def test_sequence_length_is_an_integer_within_the_models_positions(self, value, shown):
+        """Checked before anything is built: 10**9 positions once took 12 GB for one text."""
+        with self.assertRaisesRegex(ValueError, "^sequence_length must be an integer from 3 to "
+                                    rf"the model's max_position_embeddings \(64\), got {shown}$"):
+            load_preprocessor(self.folder, sequence_length=value)
+        self.assertEqual(load_preprocessor(self.folder, sequence_length=64).sequence_length, 64)
+        self.assertEqual(load_preprocessor(self.folder, sequence_length=np.int64(3))
+                         .sequence_length, 3)
+
+    @parameterized.parameters("16", 2, None)
+    def test_a_layer_built_from_a_vocabulary_takes_an_integer_of_at_least_3(self, value):
+        with self.assertRaisesRegex(ValueError, r"^sequence_length must be an integer >= 3, got"):
+            BertPreprocessor(VOCAB, sequence_length=value)
+
+    def test_pair_columns_of_different_lengths_are_refused_naming_both(self):
+        """They once crashed the process, or packed ids read from uninitialised memory."""
+        preprocessor = load_preprocessor(self.folder, sequence_length=16)
+        for texts_a, texts_b in (((["the film", "a cat", "dull"], ["is fine"])),
+                                 (["the film", "a cat"], ["is fine"]), ([], ["a"])):
+            with self.assertRaisesRegex(ValueError, f"texts_a and texts_b differ in batch size: "
+                                                    f"{len(texts_a)} and {len(texts_b)}; give "
+                                                    "one of each per example"):
+                preprocessor((texts_a, texts_b))
+
+    def test_pair_columns_of_different_lengths_in_a_graph_are_one_error(self):
+        preprocessor = load_preprocessor(self.folder, sequence_length=16)
+        texts = tf.TensorSpec([None], tf.string)
+        in_graph = tf.function(lambda a, b: preprocessor((a, b)), input_signature=[texts] * 2)
+        mapped = tf.data.Dataset.from_generator(  # batches of sizes unknown when traced
+            lambda: iter([(["the film", "a cat"], ["is fine"])]),
+            output_signature=(texts, texts)).map(lambda a, b: preprocessor((a, b)))
+        message = r"assertion failed: \[texts_a and texts_b differ in batch size: 2 and 1"
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+            in_graph(tf.constant(["the film", "a cat"]), tf.constant(["is fine"]))
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+            list(mapped)
+
+    def test_words_and_questions_of_different_lengths_are_one_error(self):
+        preprocessor = load_preprocessor(self.folder, sequence_length=8)
+        words = tf.ragged.constant([["the", "cat"], ["a"]])
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "questions and context_words "
+                                    "differ in batch size: 1 and 2"):
+            preprocessor.pack_question_words(tf.constant(["who"]), words)
+        for labels, message in (([[1], [2, 3]], "differ in row 0: 2 and 1 items"),
+                                ([[1, 2], [3, 4]], "differ in row 1: 1 and 2 items"),
+                                ([[1, 2]], "differ in batch size: 2 and 1")):
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                        f"words and word_labels {message}"):
+                preprocessor.pack_words(words, tf.ragged.constant(labels))
+
+    def test_an_empty_batch_packs_to_no_rows(self):
+        preprocessor = load_preprocessor(self.folder, sequence_length=8)
+        for inputs in ([], ([], []), tf.constant([], tf.string), np.array([], dtype=object)):
+            outputs = preprocessor(inputs)
+            for key in ("input_ids", "input_mask", "segment_ids"):
+                self.assertEqual(outputs[key].shape, (0, 8), msg=(inputs, key))
 
     @pytest.mark.assets
     def test_real_minilm_gives_hugging_face_ids(self):

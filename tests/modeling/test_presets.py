@@ -3,7 +3,6 @@
 import contextlib
 import io
 import os
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -17,8 +16,9 @@ from core.downloads import DownloadError
 from modeling import BertConfig, BertEncoder, load_config, load_encoder, load_tokenizer, presets
 from modeling.checkpoints import export_google_checkpoint, export_huggingface, load_weights
 from modeling.config import ConfigError
-from tests.fixtures import TINY_CONFIG, class_folder, write_tiny_config
+from tests.fixtures import TINY_CONFIG, TestCase, write_tiny_config
 from tests.loopback_http import LoopbackServer, closed_port_url
+from tests.zip_archives import declaring, zip_bytes
 
 GOOGLE_NAME = "uncased_L-2_H-128_A-2"
 GOOGLE_PATH = f"/2020_02_20/{GOOGLE_NAME}.zip"
@@ -54,12 +54,12 @@ def _zip_of(folder: Path, skip: str = "") -> bytes:
     return buffer.getvalue()
 
 
-class PresetsTest(tf.test.TestCase):
+class PresetsTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.work = class_folder(cls)
+        cls.work = cls.class_folder()
         cls.google_encoder, cls.hf_encoder = _encoder(1), _encoder(2)
         release = _google_folder(cls.work / GOOGLE_NAME, cls.google_encoder)
         cls.google_zip = _zip_of(release)
@@ -77,11 +77,11 @@ class PresetsTest(tf.test.TestCase):
         self.server.files[GOOGLE_PATH] = self.google_zip
         for name, content in self.hf_files.items():
             self.server.files[f"/{HF_ID}/resolve/main/{name}"] = content
-        self.cache = Path(tempfile.mkdtemp(dir=self.get_temp_dir()))
+        self.cache = self.tmp_path()
         self._environment(BERT_CACHE_DIR=str(self.cache), BERT_HF_URL=self.server.url,
                           BERT_GOOGLE_MODELS_URL=self.server.url + "/")
         # Relative names are looked up in the working folder first: make it an empty one.
-        self.enter_context(contextlib.chdir(tempfile.mkdtemp(dir=self.get_temp_dir())))
+        self.enter_context(contextlib.chdir(self.tmp_path()))
         self.enter_context(contextlib.redirect_stderr(io.StringIO()))  # progress lines
 
     def _environment(self, **values):
@@ -153,6 +153,26 @@ class PresetsTest(tf.test.TestCase):
     def test_archive_that_is_no_release_leaves_no_folder(self):
         self.server.files[GOOGLE_PATH] = self.zip_without_checkpoint
         with self.assertRaisesRegex(DownloadError, r"the archive lacks bert_model\.ckpt\.index"):
+            load_encoder(GOOGLE_NAME)
+        self._assert_nothing_cached()
+
+    def test_only_the_release_files_are_unpacked(self):
+        with zipfile.ZipFile(io.BytesIO(self.google_zip)) as release:
+            members = {name: release.read(name) for name in release.namelist()}
+        members[f"{GOOGLE_NAME}/bert_model.ckpt.meta"] = b"graph"
+        members[f"{GOOGLE_NAME}/notes/huge.bin"] = bytes(3_000_000)
+        self.server.files[GOOGLE_PATH] = zip_bytes(members, zipfile.ZIP_DEFLATED)
+        self.assert_weights(load_encoder(GOOGLE_NAME), self.google_encoder)
+        self.assertEqual(sorted(path.name for path in presets.resolve(GOOGLE_NAME).iterdir()),
+                         ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                          "bert_model.ckpt.index", "vocab.txt"])
+
+    def test_archive_declaring_more_than_the_limit_is_refused_and_leaves_no_folder(self):
+        member = f"{GOOGLE_NAME}/bert_model.ckpt.data-00000-of-00001"
+        self.server.files[GOOGLE_PATH] = declaring(self.google_zip, member, 7 << 29)
+        with self.assertRaisesRegex(DownloadError, rf"{GOOGLE_NAME}\.zip: member {member} "
+                                                   r"brings the unpacked size to \d+ bytes, "
+                                                   r"over the limit of 3221225472"):
             load_encoder(GOOGLE_NAME)
         self._assert_nothing_cached()
 

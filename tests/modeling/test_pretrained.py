@@ -1,7 +1,6 @@
 """One-call loading of models and tokenizers from Google, Hugging Face and our own folders."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from modeling import (BertClassifier, BertConfig, BertEncoder, BertSpanModel, lo
 from modeling.checkpoints import (CheckpointError, export_google_checkpoint, export_huggingface,
                                   save_checkpoint, training_checkpoint)
 from modeling.config import ConfigError
-from tests.fixtures import GOLDEN, TINY_CONFIG, write_tiny_config
+from tests.fixtures import GOLDEN, TINY_CONFIG, TestCase, write_tiny_config
 
 UNCASED_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
 CASED_VOCAB = UNCASED_VOCAB + ["The", "Cat"]
@@ -34,10 +33,7 @@ def _encoder() -> BertEncoder:
     return BertEncoder(BertConfig.from_dict(TINY_CONFIG))
 
 
-class PretrainedLoadingTest(tf.test.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class PretrainedLoadingTest(TestCase):
 
     def _assert_same_encoder(self, loaded, original):
         for key, value in original(_inputs(), training=False).items():
@@ -45,7 +41,7 @@ class PretrainedLoadingTest(tf.test.TestCase):
                                 msg=key)
 
     def test_google_release_folder(self):
-        folder = self._tmp_path() / "uncased_L-2_H-32_A-2"
+        folder = self.tmp_path() / "uncased_L-2_H-32_A-2"
         original = _encoder()
         _write_vocab(folder, CASED_VOCAB)  # the folder name, not the vocabulary, decides
         write_tiny_config(folder / "bert_config.json")
@@ -56,12 +52,12 @@ class PretrainedLoadingTest(tf.test.TestCase):
         self.assertIs(load_tokenizer(folder, do_lower_case=False).do_lower_case, False)
 
     def test_google_cased_folder_name(self):
-        folder = self._tmp_path() / "multi_cased_L-12_H-768_A-12"
+        folder = self.tmp_path() / "multi_cased_L-12_H-768_A-12"
         _write_vocab(folder)
         self.assertIs(load_tokenizer(folder).do_lower_case, False)
 
     def test_huggingface_folder_reads_casing_from_tokenizer_config(self):
-        folder = self._tmp_path() / "hf"
+        folder = self.tmp_path() / "hf"
         original = _encoder()
         export_huggingface(original, folder, original.config)
         _write_vocab(folder)
@@ -72,7 +68,7 @@ class PretrainedLoadingTest(tf.test.TestCase):
         self.assertEqual(tokenizer.tokenize("The cats"), ["[UNK]", "cat", "##s"])
 
     def test_pretraining_output_and_its_export_folder(self):
-        run = self._tmp_path() / "run"
+        run = self.tmp_path() / "run"
         original = _encoder()
         _write_vocab(run, CASED_VOCAB)
         write_tiny_config(run / "bert_config.json")
@@ -86,7 +82,7 @@ class PretrainedLoadingTest(tf.test.TestCase):
         self.assertIs(load_tokenizer(run).do_lower_case, True)
 
     def test_fine_tuned_output_reloads_whole_with_config_overrides(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         features = _inputs()
         original = BertClassifier(BertConfig.from_dict(TINY_CONFIG), num_labels=3)
         write_tiny_config(tmp_path / "bert_config.json")
@@ -111,7 +107,7 @@ class PretrainedLoadingTest(tf.test.TestCase):
                             atol=1e-4, rtol=1e-7)
 
     def test_folder_without_config_names_what_is_missing(self):
-        folder = self._tmp_path() / "weights_only" / "inner"
+        folder = self.tmp_path() / "weights_only" / "inner"
         original = _encoder()
         export_google_checkpoint(original, folder / "bert_model.ckpt")
         with self.assertRaisesRegex(ConfigError,
@@ -127,7 +123,7 @@ class PretrainedLoadingTest(tf.test.TestCase):
             load_tokenizer(folder)
 
     def test_load_config_applies_overrides(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_tiny_config(tmp_path / "config.json")
         self.assertEqual(load_config(tmp_path, attention_probs_dropout_prob=0.0)
                          .attention_probs_dropout_prob, 0.0)

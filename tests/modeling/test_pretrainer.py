@@ -1,7 +1,5 @@
 """BertPretrainer: outputs per objective, the paper's losses against numpy, metrics, training."""
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -67,7 +65,7 @@ class PretrainerTest(harness.KerasTestCase):
     def test_mlm_nsp_losses_match_numpy(self):
         features = batch()
         outputs = to_numpy(self.models["mlm_nsp"](features))
-        losses = to_numpy(pt.pretraining_losses(features, outputs, "mlm_nsp"))
+        losses = to_numpy(self.models["mlm_nsp"].pretraining_losses(features, outputs))
         ce = np_cross_entropy(outputs["masked_lm_logits"], features["masked_lm_ids"])
         weights = features["masked_lm_weights"]
         mlm = (weights * ce).sum() / (weights.sum() + 1e-5)
@@ -81,20 +79,40 @@ class PretrainerTest(harness.KerasTestCase):
     def test_mlm_only_has_no_next_sentence_term(self):
         features = batch(1)
         outputs = to_numpy(self.models["mlm"](features))
-        losses = to_numpy(pt.pretraining_losses(features, outputs, "mlm"))
+        losses = to_numpy(self.models["mlm"].pretraining_losses(features, outputs))
         self.assertEqual(set(losses), {"masked_lm_loss", "loss"})
         self.assertAllClose(losses["loss"], losses["masked_lm_loss"], rtol=1e-7, atol=0)
 
     def test_left_to_right_loss_matches_numpy(self):
         features = batch(2)
         logits = to_numpy(self.models["ltr"](features))["lm_logits"]
-        loss = to_numpy(pt.pretraining_losses(features, {"lm_logits": logits}, "ltr"))
+        loss = to_numpy(self.models["ltr"].pretraining_losses(features, {"lm_logits": logits}))
         ce = np_cross_entropy(logits[:, :-1], features["input_ids"][:, 1:])
         lengths = features["input_mask"].sum(1)
         terms = [ce[row, :lengths[row] - 1] for row in range(B)]
         expected = np.concatenate(terms).mean()
         self.assertAllClose(loss["lm_loss"], expected, rtol=1e-5, atol=0)
         self.assertAllClose(loss["loss"], expected, rtol=1e-5, atol=0)
+
+    def test_losses_and_metrics_are_those_of_the_objective_the_model_was_built_for(self):
+        features = batch(6)
+        keys = {}
+        for objective, model in self.models.items():
+            outputs = model(features)
+            sums = model.pretraining_metric_sums(features, outputs)
+            keys[objective] = (model.lm_loss_name,
+                               sorted(model.pretraining_losses(features, outputs)), sorted(sums))
+            # The metric is the loss term, summed and weighted for streaming means.
+            total, weight = (float(value) for value in sums[model.lm_loss_name])
+            self.assertAllClose(total / weight, float(model.pretraining_losses(
+                features, outputs)[model.lm_loss_name]), rtol=1e-4, atol=0)
+        self.assertEqual(keys, {
+            "mlm_nsp": ("masked_lm_loss", ["loss", "masked_lm_loss", "next_sentence_loss"],
+                        ["masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                         "next_sentence_loss"]),
+            "mlm": ("masked_lm_loss", ["loss", "masked_lm_loss"],
+                    ["masked_lm_accuracy", "masked_lm_loss"]),
+            "ltr": ("lm_loss", ["lm_loss", "loss"], ["lm_accuracy", "lm_loss"])})
 
     def test_accuracy_helpers_match_numpy(self):
         rng = np.random.default_rng(4)
@@ -148,7 +166,7 @@ class PretrainerTest(harness.KerasTestCase):
     def test_jit_compiled_train_step_reports_the_paper_loss(self):
         model = BertPretrainer(CONFIG, "mlm_nsp")
         features = {key: tf.constant(value) for key, value in batch().items()}
-        expected = to_numpy(pt.pretraining_losses(features, model(features), "mlm_nsp"))
+        expected = to_numpy(model.pretraining_losses(features, model(features)))
         before = [keras.ops.convert_to_numpy(w) for w in model.trainable_weights]
         model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=True)
         logs = model.train_on_batch(features, return_dict=True)
@@ -175,8 +193,7 @@ class PretrainerTest(harness.KerasTestCase):
             @tf.function(jit_compile=jit_compile)
             def step():
                 with tf.GradientTape() as tape:
-                    losses = pt.pretraining_losses(features, model(features, training=True),
-                                                   objective)
+                    losses = model.pretraining_losses(features, model(features, training=True))
                 return losses, tape.gradient(losses["loss"], model.trainable_variables)
 
             return step()
@@ -213,7 +230,7 @@ class PretrainerTest(harness.KerasTestCase):
                                      "next_sentence_accuracy"})
 
     def test_keras_file_and_config_round_trip(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         model = self.models["ltr"]
         path = str(tmp_path / "pretrainer.keras")
         model.save(path)

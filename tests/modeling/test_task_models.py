@@ -155,7 +155,7 @@ class TaskModelsTest(KerasTestCase):
             self.assertEqual(sum(name.startswith("bilstm/") for name in names), 6)
             self.assertEqual(type(model).from_config(model.get_config()).bilstm_units, 4)
         self.assertEqual(tuple(classifier.head_variables()["output_weights"].shape), (2, 8))
-        with self.assertRaisesRegex(ValueError, "negative"):
+        with self.assertRaisesRegex(ValueError, "bilstm_units must be an integer >= 0, got -1"):
             BertTokenTagger(CONFIG, num_labels=3, bilstm_units=-1)
 
     def test_causal_span_model_scores_each_position_from_its_left_context(self):

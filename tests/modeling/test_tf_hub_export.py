@@ -8,6 +8,7 @@ give the packing of `text.sentence_pairs.pack_ids` and the outputs of
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import tensorflow as tf
 
 from modeling import BertConfig, BertEncoder, export_tf_hub, load_encoder, load_tokenizer
 from modeling.checkpoints import export_google_checkpoint
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import TINY_CONFIG, TestCase
 from text.sentence_pairs import pack_ids
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat",
@@ -66,12 +67,12 @@ def _tiny_release(folder: Path) -> Path:
     return folder
 
 
-class TfHubExportTest(tf.test.TestCase):
+class TfHubExportTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.source = _tiny_release(cls.root / "uncased_tiny")
         cls.exported = export_tf_hub(cls.source, cls.root / "hub", SEQUENCE_LENGTH)
 
@@ -132,12 +133,30 @@ class TfHubExportTest(tf.test.TestCase):
         self.assertEqual(words["input_word_ids"].shape, (1, 6))
         default = preprocess.bert_pack_inputs([tokenized])  # the export's length
         self.assertEqual(default["input_mask"].shape, (1, SEQUENCE_LENGTH))
-        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
-                                    "seq_length must be at least 3"):
-            preprocess.bert_pack_inputs([tokenized], seq_length=2)
-        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
-                                    r"must not exceed max_position_embeddings \(64\)"):
-            preprocess.bert_pack_inputs([tokenized], seq_length=65)
+
+    def test_bad_pack_arguments_are_one_readable_error(self):
+        """What a loader of the SavedModel sees: one InvalidArgumentError whose "assertion
+        failed" line says what is wrong, not TensorFlow's own assertion dump or list of
+        signatures (which four segments still get: only three are traced to refuse)."""
+        preprocess = tf.saved_model.load(str(self.exported / "preprocess"))
+        two = preprocess.tokenize(tf.constant(["the cats sat", "a dog"]))
+        one = preprocess.tokenize(tf.constant(["far away"]))
+        cases = [
+            (([two], 2), "seq_length must be from 3 to 64 (max_position_embeddings), got 2"),
+            (([two], 65), "seq_length must be from 3 to 64 (max_position_embeddings), got 65"),
+            (([two, two, two], None), "bert_pack_inputs packs one or two segments (BERT has "
+                                      "two segment types), got 3"),
+            (([two.merge_dims(1, 2)] * 3, 8), "bert_pack_inputs packs one or two segments "
+                                              "(BERT has two segment types), got 3"),
+            (([two, one], None), "segments[0] and segments[1] differ in batch size: 2 and 1; "
+                                 "give one of each per example"),
+            (([one.merge_dims(1, 2), two.merge_dims(1, 2)], 8),
+             "segments[0] and segments[1] differ in batch size: 1 and 2")]
+        for (segments, seq_length), message in cases:
+            arguments = {} if seq_length is None else {"seq_length": seq_length}
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                        r"\nassertion failed: \[" + re.escape(message)):
+                preprocess.bert_pack_inputs(segments, **arguments)
 
     def test_encoder_lists_its_variables_and_trains_with_dropout(self):
         encoder = tf.saved_model.load(str(self.exported / "encoder"))
@@ -159,4 +178,8 @@ class TfHubExportTest(tf.test.TestCase):
         target = self.root / "too_long"
         with self.assertRaisesRegex(ValueError, r"max_position_embeddings \(64\), got 65"):
             export_tf_hub(self.source, target, sequence_length=65)
+        with self.assertRaisesRegex(ValueError, r"sequence_length must be an integer from 3 to "
+                                                r"the model's max_position_embeddings \(64\), "
+                                                r"got '16'"):
+            export_tf_hub(self.source, target, sequence_length="16")
         self.assertFalse(target.exists())

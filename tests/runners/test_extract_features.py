@@ -5,14 +5,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
-from tests.fixtures import REPO, run_main
+from tests.fixtures import REPO, TestCase, run_main
 
 pytestmark = [pytest.mark.slow, pytest.mark.assets]
 GOLDEN = os.path.join(REPO, "tests", "golden")
@@ -43,10 +42,7 @@ def _run(tmp_path, lines, **flags):
         tmp_path / "out" / "features.jsonl"
 
 
-class ExtractFeaturesTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class ExtractFeaturesTest(TestCase, parameterized.TestCase):
 
     def test_features_equal_pytorch_reference(self):
         with open(os.path.join(GOLDEN, "minilm_reference.json"), encoding="utf-8") as reader:
@@ -54,7 +50,7 @@ class ExtractFeaturesTest(tf.test.TestCase, parameterized.TestCase):
         golden = np.load(os.path.join(GOLDEN, "minilm_reference.npz"))
         lines = [a if b is None else f"{a} ||| {b}"
                  for a, b in zip(texts["text_a"], texts["text_b"])]
-        result, output = _run(self._tmp_path(), lines)
+        result, output = _run(self.tmp_path(), lines)
         self.assertEqual(result.returncode, 0, result.stderr)
         records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
         self.assertEqual([record["linex_index"] for record in records], list(range(len(lines))))
@@ -81,7 +77,7 @@ class ExtractFeaturesTest(tf.test.TestCase, parameterized.TestCase):
         ("bad_config", "num_attention_heads"),
     )
     def test_bad_inputs_fail_cleanly(self, case, message):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         lines, flags = ["fine line", "also fine"], {}
         if case == "bad_utf8":
             lines = b"fine line\ncaf\xe9 latin-1\n"
@@ -102,7 +98,7 @@ class ExtractFeaturesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue(not output.parent.exists() or not os.listdir(output.parent))
 
     def test_checkpoint_of_another_size_is_refused(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 256,
                                       "num_hidden_layers": 6, "num_attention_heads": 4,

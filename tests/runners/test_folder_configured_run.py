@@ -7,16 +7,15 @@ import subprocess
 import sys
 
 import pytest
-import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, class_folder, event_scalars, write_tiny_config
+from tests.fixtures import REPO, TestCase, event_scalars, write_tiny_config
 from tests.runners.test_run_classifier import BAD, GOOD
 
 pytestmark = pytest.mark.slow
 
 
-class FolderConfiguredRunTest(tf.test.TestCase):
+class FolderConfiguredRunTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -25,7 +24,7 @@ class FolderConfiguredRunTest(tf.test.TestCase):
         from modeling.config import BertConfig
         from modeling.pretrainer import BertPretrainer
 
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         data = cls.root / "SST-2"
         data.mkdir()
         rows = [(text, 1) for text in GOOD] + [(text, 0) for text in BAD]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tests.fixtures import REPO, class_folder, write_tiny_config
+from tests.fixtures import REPO, TestCase, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -87,17 +87,14 @@ def _checkpoint_variables(folder, model_class: str) -> list[str]:
     return sorted(model(config).checkpoint_variables())
 
 
-class PipelineHandoffTest(tf.test.TestCase):
+class PipelineHandoffTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         """Runs the two pre-training phases once for the tests below."""
         super().setUpClass()
-        cls.folder = class_folder(cls)
+        cls.folder = cls.class_folder()
         cls.phase1, cls.phase2, cls.log = _run_pipeline(cls.folder)
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
 
     def test_phase_two_starts_from_all_of_phase_one(self):
         # Phase 1 ended at step 6; its output folder stands for that checkpoint.
@@ -108,7 +105,7 @@ class PipelineHandoffTest(tf.test.TestCase):
         self.assertTrue((self.phase2 / "ckpt-6.index").exists())
 
     def test_fine_tuning_starts_from_phase_two(self):
-        folder, phase2, tmp_path = self.folder, self.phase2, self._tmp_path()
+        folder, phase2, tmp_path = self.folder, self.phase2, self.tmp_path()
         rng = random.Random(1)
         data = tmp_path / "SST-2"
         data.mkdir()
@@ -137,7 +134,7 @@ class PipelineHandoffTest(tf.test.TestCase):
         from text.sentence_pairs import pack
         from text.tokenization import FullTokenizer
 
-        folder, phase2, tmp_path = self.folder, self.phase2, self._tmp_path()
+        folder, phase2, tmp_path = self.folder, self.phase2, self.tmp_path()
         prefix = phase2 / "ckpt-3"  # not the newest: a prefix means itself
         text = "the cat sat on the mat ."
         (tmp_path / "input.txt").write_text(text + "\n", encoding="utf-8")

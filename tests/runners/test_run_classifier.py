@@ -12,7 +12,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, class_folder, event_scalars, run_main, write_tiny_config
+from tests.fixtures import REPO, TestCase, event_scalars, run_main, write_tiny_config
 from tests.training.test_training_faults import checkpoint_values, run_killed
 
 pytestmark = pytest.mark.slow
@@ -75,16 +75,13 @@ def _own_pairs(tmp_path) -> dict:
             "tsv_text_b_column": "second", "tsv_label_column": "verdict", "num_train_epochs": 2}
 
 
-class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
+class RunClassifierTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.sst2 = _sst2(cls.root)
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
 
     def _assert_succeeded(self, result: subprocess.CompletedProcess) -> None:
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
@@ -95,7 +92,7 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
             run_main("run_classifier.py", _arguments(self.sst2, output, **flags))
 
     def test_sst2_learns_and_writes_everything(self):
-        sst2, tmp_path = self.sst2, self._tmp_path()
+        sst2, tmp_path = self.sst2, self.tmp_path()
         result = _run(sst2, tmp_path, learning_rates="2e-3,1e-3")
         self._assert_succeeded(result)
         results = read_eval_results(tmp_path / "eval_results.txt")
@@ -123,13 +120,13 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual([label.decode() for label in outputs["label"].numpy()], ["1", "0"])
 
     def test_own_tsv_pairs_regression_style_labels(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = _run(self.sst2, tmp_path / "out", **_own_pairs(tmp_path))
         self._assert_succeeded(result)
         self.assertIn("eval_accuracy", read_eval_results(tmp_path / "out" / "eval_results.txt"))
 
     def test_causal_pairs_in_both_orders_train_and_serve(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         pairs = {**_own_pairs(tmp_path), "causal": True, "both_orders": True}
         result = _run(self.sst2, tmp_path / "out", **pairs)
         self._assert_succeeded(result)
@@ -152,7 +149,7 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         self.assertFalse((tmp_path / "single" / "eval_results.txt").exists())
 
     def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = _run(self.sst2, tmp_path / "first", causal=True, lm_aux_weight=0.5,
                       num_train_epochs=1, do_predict=False, export_saved_model=False)
         self._assert_succeeded(result)
@@ -169,10 +166,10 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         ({"max_seq_length": 1000}, "max_position_embeddings"),
     )
     def test_bad_inputs(self, flags, message):
-        self._refused(self._tmp_path(), message, **flags)
+        self._refused(self.tmp_path(), message, **flags)
 
     def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = _run(self.sst2, tmp_path, learning_rates="2e-3,1e6", num_train_epochs=2,
                       do_predict=False, export_saved_model=False)
         self._assert_succeeded(result)
@@ -188,7 +185,7 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue(np.isfinite(list(results.values())).all())
 
     def test_sweep_where_every_run_diverges_fails(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = _run(self.sst2, tmp_path, learning_rates="1e6,2e6", num_train_epochs=2,
                       do_predict=False, export_saved_model=False)
         self.assertEqual(result.returncode, 1)
@@ -201,7 +198,7 @@ class RunClassifierTest(tf.test.TestCase, parameterized.TestCase):
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 
     def test_fine_tuning_killed_then_rerun_ends_bit_identical(self):
-        sst2, tmp_path = self.sst2, self._tmp_path()
+        sst2, tmp_path = self.sst2, self.tmp_path()
         flags = {"num_train_epochs": 2, "save_checkpoints_steps": 2, "do_predict": False,
                  "export_saved_model": False}
         reference = _run(sst2, tmp_path / "reference", **flags)

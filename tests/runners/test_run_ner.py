@@ -14,7 +14,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, class_folder, event_scalars, run_main, write_tiny_config
+from tests.fixtures import REPO, TestCase, event_scalars, run_main, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -105,20 +105,17 @@ def _replace_line(text: str, number: int, replacement: str) -> str:
     return "\n".join(lines)
 
 
-class RunNerTest(tf.test.TestCase, parameterized.TestCase):
+class RunNerTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """The vocabulary, config, CoNLL files and a 4-block checkpoint, written once."""
         super().setUpClass()
-        cls.assets = _write_assets(class_folder(cls))
+        cls.assets = _write_assets(cls.class_folder())
         cls.checkpoint = _write_checkpoint(cls.assets)
 
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
-
     def test_fine_tuning_learns_the_training_set(self):
-        assets, tmp_path = self.assets, self._tmp_path()
+        assets, tmp_path = self.assets, self.tmp_path()
         _run(assets, tmp_path, num_train_epochs=12)
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertContainsSubset({"eval_precision", "eval_recall", "eval_f1", "eval_accuracy",
@@ -141,7 +138,7 @@ class RunNerTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "valid_predictions.txt").exists())
 
     def test_feature_based_with_document_context_caches_features_once(self):
-        assets, tmp_path = self.assets, self._tmp_path()
+        assets, tmp_path = self.assets, self.tmp_path()
         config, init_checkpoint = self.checkpoint
         cache = tmp_path / "cache"
         flags = {"mode": "feature_based", "bert_config_file": config,
@@ -170,7 +167,7 @@ class RunNerTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(reloaded["test_f1"], trained["test_f1"])
 
     def test_causal_fine_tuning_with_a_bilstm_trains_and_has_no_feature_based_mode(self):
-        assets, tmp_path = self.assets, self._tmp_path()
+        assets, tmp_path = self.assets, self.tmp_path()
         # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the tags.
         _run(assets, tmp_path / "causal", causal=True, bilstm_units=4, do_predict=False)
         results = read_eval_results(tmp_path / "causal" / "eval_results.txt")
@@ -196,7 +193,7 @@ class RunNerTest(tf.test.TestCase, parameterized.TestCase):
          r"dev\.txt:\d+: label 'B-MISC' not seen in training"),
     )
     def test_bad_inputs_exit_1_with_the_place(self, split, change, message):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         data = tmp_path / "data"
         shutil.copytree(self.assets / "data", data)
         if split == "dev":  # the other name of the validation file

@@ -8,15 +8,13 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
-from tests.fixtures import (REPO, class_folder, run_main, write_pretraining_records,
-                            write_tiny_config)
+from tests.fixtures import REPO, TestCase, run_main, write_pretraining_records, write_tiny_config
 from tests.training.test_input_pipeline import record_offsets
 
 pytestmark = pytest.mark.slow
@@ -59,21 +57,18 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
+class RunPretrainingTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """The records and config every run reads, written once."""
         super().setUpClass()
-        folder = class_folder(cls)
+        folder = cls.class_folder()
         cls.inputs = (write_pretraining_records(folder / "train.tfrecord", 96),
                       write_tiny_config(folder / "bert_config.json"))
 
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
-
     def test_train_eval_and_outputs(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         # What a run killed while writing its results or its export leaves behind.
         child = subprocess.Popen([sys.executable, "-c", "pass"])
         child.wait()
@@ -109,7 +104,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters(("mlm", "masked_lm_accuracy"), ("ltr", "lm_accuracy"))
     def test_ablation_objectives(self, objective, key):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         records = self.inputs[0] if objective != "ltr" else write_pretraining_records(
             tmp_path / "unmasked.tfrecord", 96, masked=False)  # as --masked_lm_prob=0 writes them
         _run(self.inputs, tmp_path / "out", objective=objective, gradient_accumulation_steps=2,
@@ -124,7 +119,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         ({"dtype": "mixed_bfloat16", "jit_compile": True}, True),
         ({"optimizer": "lamb", "iterations_per_loop": 3, "jit_compile": False}, False))
     def test_precisions_xla_and_lamb(self, flags, compiled):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = _run(self.inputs, tmp_path, num_train_steps=3, **flags)
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertEqual(results["global_step"], 3)
@@ -132,7 +127,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         self.assertIn(f"Training step compiled with XLA: {compiled}", result.stderr)
 
     def test_resumes_after_sigkill(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         process = subprocess.Popen(_command(self.inputs, tmp_path, num_train_steps=400,
                                             save_checkpoints_steps=3, do_eval=False),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -152,12 +147,12 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "ckpt-400.index").exists())
 
     def test_mirrored_over_two_cpu_replicas(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         _run(self.inputs, tmp_path, distribution_strategy="mirrored", cpu_replicas=2)
         self.assertEqual(read_eval_results(tmp_path / "eval_results.txt")["global_step"], 6)
 
     def test_two_workers_train_in_lockstep(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
         processes = []
         for index in range(2):
@@ -184,12 +179,12 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         ({"output_dir": "/dev/null/out"}, "--output_dir=/dev/null/out: cannot write there"),
     )
     def test_bad_inputs(self, flags, message):
-        flags = {"output_dir": self._tmp_path() / "out", **flags}
+        flags = {"output_dir": self.tmp_path() / "out", **flags}
         with self.assertRaisesRegex((ValueError, OSError), re.escape(message)):
             run_main("run_pretraining.py", _arguments(self.inputs, **flags))
 
     def test_truncated_records_are_named_before_training(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         records, config = self.inputs
         data = open(records, "rb").read()
         cut = tmp_path / "data" / "train-cut.tfrecord"
@@ -205,7 +200,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         self.assertFalse(os.path.exists(tmp_path / "out" / "checkpoint"))
 
     def test_a_damaged_record_met_in_training_is_named_with_its_offset(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         records, config = self.inputs
         data = bytearray(open(records, "rb").read())
         offset = record_offsets(bytes(data))[50]
@@ -218,7 +213,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_records_with_ids_past_the_vocabulary_stop_the_run_naming_them(self):
         """Under XLA an out-of-range id would be clamped to the table's last row, silently."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         records, _ = self.inputs
         # records: up to 63
         small = write_tiny_config(tmp_path / "small_config.json", vocab_size=40)
@@ -231,7 +226,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         self.assertFalse(os.path.exists(tmp_path / "out" / "checkpoint"))
 
     def test_a_vocabulary_larger_than_the_config_is_refused(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         vocab = tmp_path / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
                                    + [f"token{i}" for i in range(60)]) + "\n")
@@ -249,7 +244,7 @@ class RunPretrainingTest(tf.test.TestCase, parameterized.TestCase):
         from core import run_folder
         from modeling.config import BertConfig
 
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         first = subprocess.Popen(_command(self.inputs, tmp_path, num_train_steps=60,
                                           do_eval=False),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import REPO, class_folder, event_scalars, run_main, write_tiny_config
+from tests.fixtures import REPO, TestCase, event_scalars, run_main, write_tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -126,19 +126,16 @@ def _read_json(path: os.PathLike) -> dict:
         return json.load(reader)
 
 
-class RunSquadTest(tf.test.TestCase):
+class RunSquadTest(TestCase):
 
     @classmethod
     def setUpClass(cls):
         """The vocabulary, config and both SQuAD files, written once."""
         super().setUpClass()
-        cls.assets = _write_assets(class_folder(cls))
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+        cls.assets = _write_assets(cls.class_folder())
 
     def test_v1_learns_the_training_questions(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = _run(self.assets, tmp_path)
         self.assertIn("9 questions read, 0 skipped", result.stderr)
         # the Lyon context takes two
@@ -164,7 +161,7 @@ class RunSquadTest(tf.test.TestCase):
             self.assertTrue((tmp_path / name).exists(), name)
 
     def test_v2_learns_and_the_best_threshold_can_be_fed_back(self):
-        assets, tmp_path = self.assets, self._tmp_path()
+        assets, tmp_path = self.assets, self.tmp_path()
         v2 = assets / "v2.json"
         trained = tmp_path / "trained"
         _run(assets, trained, train_file=v2, predict_file=v2, version_2_with_negative=True)
@@ -199,7 +196,7 @@ class RunSquadTest(tf.test.TestCase):
                             results["best_f1"], rtol=1e-6, atol=1e-12)
 
     def test_left_to_right_with_a_bilstm_trains_and_predicts(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the span layer.
         _run(self.assets, tmp_path, bilstm_units=8, causal=True, num_train_epochs=0.3,
              do_eval=False)  # 1 update
@@ -208,7 +205,7 @@ class RunSquadTest(tf.test.TestCase):
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 
     def test_malformed_json_names_the_file(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         broken = tmp_path / "broken.json"
         broken.write_text('{"data": [{"title": "T", "paragraphs": [}]}')
         with self.assertRaisesRegex(ValueError, rf"^{re.escape(str(broken))}: malformed JSON "
@@ -218,7 +215,7 @@ class RunSquadTest(tf.test.TestCase):
 
     def test_do_train_without_train_file_is_a_clear_error(self):
         with self.assertRaisesRegex(ValueError, "^--do_train needs --train_file"):
-            run_main("run_squad.py", _arguments(self.assets, self._tmp_path(), train_file=None))
+            run_main("run_squad.py", _arguments(self.assets, self.tmp_path(), train_file=None))
 
 
 if __name__ == "__main__":

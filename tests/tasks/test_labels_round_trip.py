@@ -13,7 +13,7 @@ import tensorflow as tf
 from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger, load_labels,
                       load_task_model)
 from modeling.config import ConfigError
-from tests.fixtures import TINY_CONFIG
+from tests.fixtures import TINY_CONFIG, TestCase
 from training import finetuning
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
@@ -21,11 +21,11 @@ INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 3]]), "input_mask": tf.ones([1,
           "segment_ids": tf.zeros([1, 5], tf.int32)}
 
 
-class LabelsRoundTripTest(tf.test.TestCase):
+class LabelsRoundTripTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(self.create_tempdir().full_path)
+        self.root = self.tmp_path()
         (self.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         self.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
 

@@ -2,6 +2,7 @@
 and every task module's `TASK` implements the contract."""
 
 import json
+import re
 from pathlib import Path
 
 import tensorflow as tf
@@ -10,16 +11,16 @@ from absl.testing import parameterized
 from tasks import classification, contract, features, pretraining, squad, tagging
 from tasks.model_files import (FINE_TUNING, FROZEN_ENCODER, PRETRAINING, ModelFiles,
                                resolve_model_files)
-from tests.fixtures import write_tiny_config
+from tests.fixtures import TestCase, write_tiny_config
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-class ResolveModelFilesTest(tf.test.TestCase, parameterized.TestCase):
+class ResolveModelFilesTest(TestCase, parameterized.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.root = Path(self.create_tempdir().full_path)
+        self.root = self.tmp_path()
 
     def _vocab(self, size: int, name: str = "vocab.txt", capital: bool = False) -> Path:
         words = [f"Word{i}" if capital else f"word{i}" for i in range(size - len(SPECIAL))]
@@ -63,9 +64,11 @@ class ResolveModelFilesTest(tf.test.TestCase, parameterized.TestCase):
                                 FROZEN_ENCODER, 32)
 
     def test_the_sequence_length_must_fit_the_position_embeddings(self):
-        with self.assertRaisesRegex(ValueError, "--max_seq_length=128 exceeds "
-                                                "max_position_embeddings=64 of "):
-            resolve_model_files(ModelFiles(str(self._config())), PRETRAINING, 128)
+        config = self._config()
+        with self.assertRaisesRegex(ValueError, "^max_seq_length must be an integer from 3 to the "
+                                                r"model's max_position_embeddings \(64\) of "
+                                                f"{re.escape(str(config))}, got 128$"):
+            resolve_model_files(ModelFiles(str(config)), PRETRAINING, 128)
 
     def test_the_checkpoints_folder_fills_in_what_no_flag_names(self):
         self._config()

@@ -6,8 +6,6 @@ parsed for its temporary folders: setUp makes the folder first, and
 tearDown gives the test case its flags back.)
 """
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -19,7 +17,7 @@ from modeling.pretrainer import BertPretrainer
 from tasks import classification, pretraining
 from tasks.contract import run_task
 from tasks.model_files import ModelFiles
-from tests.fixtures import write_pretraining_records, write_tiny_config
+from tests.fixtures import TestCase, write_pretraining_records, write_tiny_config
 from training.configs import OptimizationConfig, TrainingConfig
 
 GOOD = ["a great and wonderful film", "truly great acting", "wonderful and moving story",
@@ -28,11 +26,11 @@ BAD = ["a dull and boring film", "truly awful acting", "boring and tedious story
        "awful mess", "a dull cast"]
 
 
-class PythonApiTest(tf.test.TestCase):
+class PythonApiTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp_path = Path(self.create_tempdir().full_path)
+        self.folder = self.tmp_path()
         self.flags_were_parsed = flags.FLAGS.is_parsed()
         flags.FLAGS.unparse_flags()
         self.assertFalse(flags.FLAGS.is_parsed())
@@ -43,7 +41,7 @@ class PythonApiTest(tf.test.TestCase):
         super().tearDown()
 
     def test_tiny_classifier_trains_and_writes_its_outputs(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         data = tmp_path / "data"
         data.mkdir()
         rows = "".join(f"{text}\t{label}\n" for label, texts in (("pos", GOOD), ("neg", BAD))
@@ -74,18 +72,20 @@ class PythonApiTest(tf.test.TestCase):
         self.assertTrue((tmp_path / "out" / "checkpoints" / "checkpoint").exists())
 
     def test_config_refuses_what_the_flags_refuse(self):
-        with self.assertRaisesRegex(ValueError, "--learning_rate must be positive, got 0"):
+        # From Python, the fields by their own names; a command line writes them as flags.
+        with self.assertRaisesRegex(ValueError,
+                                    "^learning_rate must be a positive finite number, got 0$"):
             OptimizationConfig(learning_rate=0)
-        with self.assertRaisesRegex(ValueError, "--train_batch_size must be positive"):
-            TrainingConfig(str(self.tmp_path), train_batch_size=0)
+        with self.assertRaisesRegex(ValueError, "^train_batch_size must be a positive integer"):
+            TrainingConfig(str(self.folder), train_batch_size=0)
         with self.assertRaisesRegex(ValueError, "--max_predictions_per_seq cannot exceed"):
             pretraining.TASK.prepare(
                 pretraining.PretrainingTask("records", max_predictions_per_seq=9),
-                ModelFiles("config.json"), TrainingConfig(str(self.tmp_path), max_seq_length=8),
+                ModelFiles("config.json"), TrainingConfig(str(self.folder), max_seq_length=8),
                 OptimizationConfig())
 
     def test_tiny_pretraining_changes_the_weights_and_evaluates(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         records = write_pretraining_records(tmp_path / "train.tfrecord", 48)
         config_file = write_tiny_config(tmp_path / "bert_config.json")
         training = TrainingConfig(str(tmp_path / "out"), max_seq_length=32, train_batch_size=8,

@@ -10,7 +10,7 @@ from absl.testing import parameterized
 from modeling.layers.activations import get_activation
 from tasks import serving
 from tasks.serving import ClassifierServing, export_classifier
-from tests.fixtures import class_folder
+from tests.fixtures import TestCase
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
 
@@ -42,13 +42,13 @@ def _expected(tokenizer, text_a, text_b):
     return [packed.input_ids, packed.input_mask, packed.segment_ids]
 
 
-class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
+class ServingPackingTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """One vocabulary and serving module for the class: every test reads, none changes it."""
         super().setUpClass()
-        root = class_folder(cls)
+        root = cls.class_folder()
         vocab = root / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",
                                     "mat", "a", "dog", "##s"]) + "\n", encoding="utf-8")
@@ -117,6 +117,21 @@ class ServingPackingTest(tf.test.TestCase, parameterized.TestCase):
                               path=os.path.join(self.create_tempdir().full_path, "exported"))
         self.assertEqual(traced_compiled, [False])
         self.assertTrue(_gelu_is_compiled_separately())  # elsewhere, as before
+
+    def test_columns_of_different_lengths_are_one_readable_error(self):
+        """They once aborted the serving process (std::length_error in the packer)."""
+        for text_a, text_b in ((["the cat", "a dog", "cats"], ["the mat"]), ([], ["a"])):
+            with self.assertRaisesRegex(
+                    tf.errors.InvalidArgumentError,
+                    rf"assertion failed: \[text_a and text_b differ in batch size: {len(text_a)} "
+                    rf"and {len(text_b)}; give one of each per example\]"):
+                self.module.serve_pair(tf.constant(text_a, tf.string),
+                                       tf.constant(text_b, tf.string))
+
+    def test_an_empty_batch_gets_no_rows(self):
+        empty = tf.constant([], tf.string)
+        self.assertEqual(self.module.serve_pair(empty, empty)["score"].shape, (0, 3, LENGTH))
+        self.assertEqual(self.module.serve_single(empty)["score"].shape, (0, 3, LENGTH))
 
     @parameterized.parameters((0o022, 0o755), (0o077, 0o700))
     def test_exported_folders_follow_the_umask(self, mask, expected):

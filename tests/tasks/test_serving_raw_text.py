@@ -14,15 +14,16 @@ from absl.testing import parameterized
 
 from data_prep.datasets.conll import (build_windows, predictions_to_tags, read_conll,
                                       windows_to_arrays)
-from data_prep.datasets.squad import SquadExample, whitespace_words
+from data_prep.datasets.squad import SquadExample
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from modeling import BertConfig, BertSpanModel, BertTokenTagger, load_labels
 from tasks.serving_span import export_span_model
 from tasks.serving_tagging import export_tagger
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
-from tests.fixtures import TINY_CONFIG, class_folder
+from tests.fixtures import TINY_CONFIG, TestCase
 from text.tokenization import FullTokenizer
+from text.whitespace_words import whitespace_words
 from training import finetuning
 
 WORDS = ["the", "cat", "##s", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "who",
@@ -38,12 +39,12 @@ SENTENCES = [["the", "cats", "sat", "on", "the", "mat"], ["a", "big", "dog", "ra
 LENGTH = 24
 
 
-class RawTextServingTest(tf.test.TestCase, parameterized.TestCase):
+class RawTextServingTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         (cls.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         cls.tokenizer = FullTokenizer(str(cls.root / "vocab.txt"))
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
@@ -125,6 +126,37 @@ class RawTextServingTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllInSet([tag.decode() for tag in tags[0][:3]], LABELS)
         self.assertEqual(tags[0][3:], [b"", b"", b""])
         self.assertEqual(tags[1], [b""] * 6)
+
+    def test_span_question_and_context_of_different_lengths_are_one_error(self):
+        model = BertSpanModel(self.config)
+        path = export_span_model(model, self.tokenizer, LENGTH, SquadTask(max_query_length=8),
+                                 str(self.root / "span_mismatch"))
+        serve = tf.saved_model.load(path).signatures["serving_default"]
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    r"assertion failed: \[question and context differ in batch "
+                                    r"size: 3 and 1; give one of each per example\]"):
+            serve(question=tf.constant(["who", "what", "where"]),
+                  context=tf.constant(["the cat sat on the mat"]))
+        empty = serve(question=tf.constant([], tf.string), context=tf.constant([], tf.string))
+        self.assertEqual(empty["answer"].shape, (0,))
+
+    def test_sentences_split_on_the_squad_readers_whitespace(self):
+        """Unicode's other spaces stay inside words, as in the runners; tensorflow-text's
+        whitespace tokenizer split them and left their first bytes in the word before."""
+        model = BertTokenTagger(self.config, len(LABELS))
+        loaded = tf.saved_model.load(export_tagger(model, self.tokenizer, LENGTH, LABELS,
+                                                   str(self.root / "separators")))
+        sentences = ["the cat\u2028sat", "a\u00a0dog ran", "far\x85away", "the\u202fmat\tsat"]
+        served = loaded.signatures["serving_default"](sentence=tf.constant(sentences))
+        for row, sentence in enumerate(sentences):
+            words = whitespace_words(sentence)[0]
+            self.assertEqual([word.decode() for word in served["words"].numpy()[row]
+                              if word], words)
+        grid = tf.constant([["", ""], ["", ""]])  # empty rows; words [2, 0] too
+        self.assertAllEqual(loaded.signatures["tag_words"](words=grid)["tags"],
+                            tf.zeros([2, 0], tf.string))
+        self.assertEqual(loaded.signatures["tag_words"](
+            words=tf.zeros([2, 0], tf.string))["tags"].shape, (2, 0))
 
     def test_a_tagger_without_labels_is_refused(self):
         model = BertTokenTagger(self.config, len(LABELS))

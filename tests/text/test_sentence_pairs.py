@@ -117,6 +117,21 @@ class SentencePairsTest(tf.test.TestCase, parameterized.TestCase):
             self.assertAllEqual(served[key].numpy(), expected[key], msg=key)
             self.assertAllEqual(singles[key].numpy(), expected_singles[key], msg=key)
 
+    def test_in_graph_packer_refuses_segments_of_different_batch_sizes(self):
+        """tensorflow-text's trimmer read past a buffer on them (a crash, or garbage ids)."""
+        ids_a = tf.ragged.constant([[3, 4], [5], [6, 7, 8]], dtype=tf.int64)
+        ids_b = tf.ragged.constant([[3]], dtype=tf.int64)
+        spec = tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)
+        in_graph = tf.function(lambda a, b: pack_ragged(a, b, 8, CLS, SEP, names=("x", "y")),
+                               input_signature=[spec, spec])
+        for pack in (lambda a, b: pack_ragged(a, b, 8, CLS, SEP, names=("x", "y")), in_graph):
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                        "x and y differ in batch size: 3 and 1; give one of "
+                                        "each per example"):
+                pack(ids_a, ids_b)
+        empty = tf.ragged.constant([], dtype=tf.int64, ragged_rank=1)
+        self.assertEqual(in_graph(empty, empty)["input_ids"].shape, (0, 8))
+
     def test_pack_ids_rejects_unequal_segment_lists(self):
         with self.assertRaisesRegex(ValueError, "2 first segments but 1 second"):
             pack_ids([[3], [4]], [None], 8, CLS, SEP)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import tensorflow as tf
 
+from tests.fixtures import TestCase
 from text.text_files import decode_line, read_utf8_lines
 
 
@@ -16,30 +16,30 @@ def _file(tmp_path, data: bytes, name: str = "input.txt") -> str:
     return str(path)
 
 
-class TextFilesTest(tf.test.TestCase):
+class TextFilesTest(TestCase):
 
     def test_lf_and_crlf_line_ends_are_removed(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = _file(tmp_path, b"one\r\ntwo\nthree\r\n\r\nlast")
         self.assertEqual(list(read_utf8_lines(path)), ["one", "two", "three", "", "last"])
 
     def test_carriage_returns_and_unicode_separators_inside_lines_stay(self):
         """Only "\\n" ends a line, as with the original's readline(); the tokenizer treats the rest."""
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = _file(tmp_path, "a\rb\nc\u2028d\u0085e\n".encode("utf-8"))
         self.assertEqual(list(read_utf8_lines(path)), ["a\rb", "c\u2028d\u0085e"])
 
     def test_empty_file_has_no_lines(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         self.assertEqual(list(read_utf8_lines(_file(tmp_path, b""))), [])
 
     def test_path_objects_are_accepted(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         _file(tmp_path, "caf\u00e9\n".encode("utf-8"))
         self.assertEqual(list(read_utf8_lines(tmp_path / "input.txt")), ["caf\u00e9"])
 
     def test_bad_utf8_names_path_line_and_column(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = _file(tmp_path, b"good line\nalso fine\nbad \xff here\nnever read\n")
         lines = read_utf8_lines(path)
         self.assertEqual([next(lines), next(lines)],
@@ -49,7 +49,7 @@ class TextFilesTest(tf.test.TestCase):
             next(lines)
 
     def test_latin1_and_truncated_sequences_are_refused(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(ValueError,
                                     r"latin1.txt:1: not valid UTF-8 at byte column 4 \(bytes e9"):
             list(read_utf8_lines(_file(tmp_path, b"caf\xe9\n", "latin1.txt")))
@@ -62,13 +62,13 @@ class TextFilesTest(tf.test.TestCase):
             decode_line(b"x\x80\n", "f.txt", 7)
 
     def test_missing_file_is_named(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         missing = tmp_path / "absent.txt"
         with self.assertRaisesRegex(FileNotFoundError, f"{re.escape(str(missing))}: no such file"):
             list(read_utf8_lines(str(missing)))
 
     def test_directory_is_refused_by_name(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         expected = f"{re.escape(str(tmp_path))}: is a folder, not a text file"
         with self.assertRaisesRegex(IsADirectoryError, expected):
             list(read_utf8_lines(str(tmp_path)))

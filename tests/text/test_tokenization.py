@@ -19,7 +19,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.corpora.assets import minilm_dir
-from tests.fixtures import GOLDEN
+from tests.fixtures import GOLDEN, TestCase
 from text.normalization import split_words
 from text.tokenization import PRETRAINING_TOKENS, FullTokenizer
 
@@ -59,7 +59,7 @@ def _write_vocab(path: Path, tokens: list[str]) -> str:
     return str(path)
 
 
-class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
+class TokenizationTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -71,7 +71,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
 
     def setUp(self):
         super().setUp()
-        path = Path(self.create_tempdir().full_path) / "vocab.txt"
+        path = self.tmp_path() / "vocab.txt"
         self.small_tokenizer = FullTokenizer(_write_vocab(path, SMALL_VOCAB), do_lower_case=True)
 
     @parameterized.parameters([{'name': v} for v in CASES])
@@ -152,7 +152,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
             tokenizer.convert_ids_to_tokens([0, 30522])
 
     def test_missing_vocab_file_is_named(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         missing = tmp_path / "no_such_vocab.txt"
         with self.assertRaisesRegex(FileNotFoundError, f"{re.escape(str(missing))}: no such file"):
             FullTokenizer(str(missing))
@@ -168,7 +168,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
             FullTokenizer(path, required_tokens=PRETRAINING_TOKENS)
 
     def test_packing_tokens_are_required_by_default(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = _write_vocab(tmp_path / "vocab.txt", [t for t in SMALL_VOCAB if t != "[SEP]"])
         with self.assertRaisesRegex(ValueError, rf"{re.escape(path)} lacks \[SEP\], which packing "
                                                 "texts into model inputs needs"):
@@ -184,7 +184,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_vocab_with_repeated_or_blank_lines_is_refused(self):
         """The original would number the tokens after such lines differently from their lines."""
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = _write_vocab(tmp_path / "repeated.txt", SMALL_VOCAB + ["want"])
         with self.assertRaisesRegex(ValueError,
                                     rf"{re.escape(path)} repeats entries: 'want' on lines 4 and 12"):
@@ -194,7 +194,7 @@ class TokenizationTest(tf.test.TestCase, parameterized.TestCase):
             FullTokenizer(path)
 
     def test_trailing_blank_lines_are_ignored(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = _write_vocab(tmp_path / "vocab.txt", SMALL_VOCAB + ["", ""])
         self.assertEqual(FullTokenizer(path).vocab_size, len(SMALL_VOCAB))
 

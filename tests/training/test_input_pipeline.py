@@ -2,11 +2,11 @@
 
 import re
 import struct
-from pathlib import Path
 
 import tensorflow as tf
 from absl.testing import parameterized
 
+from tests.fixtures import TestCase
 from training.input_pipeline import (CorruptRecordError, check_record_file, list_files,
                                      naming_corrupt_records, naming_out_of_vocabulary_ids,
                                      parse_fixed_features, pretraining_dataset,
@@ -57,14 +57,11 @@ def record_ids(dataset, batches=None) -> list[int]:
     return [int(i) for batch in dataset for i in batch["input_ids"][:, 0]]
 
 
-class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
+class InputPipelineTest(TestCase, parameterized.TestCase):
 
     def test_ids_checked_against_the_vocabulary_pass_unchanged_or_stop_with_the_records_named(
             self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 6)  # ids up to 5 + SEQ - 1 = 20
         pattern = str(tmp_path / "*.tfrecord")
         plain = list(pretraining_dataset(pattern, 3, SEQ, PREDS, is_training=False))
@@ -85,7 +82,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
                 tf.debugging.Assert(False, ["unrelated"])
 
     def test_reads_back_with_static_shapes_and_int32(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 6)
         dataset = pretraining_dataset(str(tmp_path / "*.tfrecord"), 3, SEQ, PREDS,
                                       is_training=False)
@@ -104,7 +101,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(first["next_sentence_labels"][:, 0], [0, 1, 0])
 
     def test_training_repeats_shuffles_and_is_reproducible_with_a_seed(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         ids = write_files(tmp_path, 3, 5)
         pattern = str(tmp_path / "part-*")
 
@@ -121,7 +118,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
         self.assertGreater(len(set(first)), 10)
 
     def test_evaluation_drops_the_last_partial_batch(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 5)
         self.assertLen(record_ids(pretraining_dataset(str(tmp_path / "*"), 4, SEQ, PREDS,
                                                       False)), 8)
@@ -129,7 +126,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
     @parameterized.parameters(4, 1)
     def test_two_pipelines_read_disjoint_data(self, num_files):
         """By files when there are enough of them, otherwise by records within each file."""
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         ids = write_files(tmp_path, num_files, 8 // num_files * 2)
         seen = []
         for pipeline in range(2):
@@ -147,29 +144,30 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
             self.assertTrue({i // 100 for i in seen[0]}.isdisjoint({i // 100 for i in seen[1]}))
 
     def test_missing_files_name_the_pattern(self):
-        pattern = str(self._tmp_path() / "nothing-*.tfrecord")
+        pattern = str(self.tmp_path() / "nothing-*.tfrecord")
         with self.assertRaisesRegex(FileNotFoundError, "nothing-"):
             pretraining_dataset(pattern, 2, SEQ, PREDS, True)
 
     def test_comma_separated_patterns(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 2)
         pattern = f"{tmp_path / 'part-0.tfrecord'}, {tmp_path / 'part-1.tfrecord'}"
         self.assertEqual(sorted(record_ids(pretraining_dataset(pattern, 1, SEQ, PREDS, False))),
                          [0, 1, 100, 101])
 
     def test_records_lacking_a_feature_give_a_clear_error(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 2, drop="masked_lm_weights")
         with self.assertRaisesRegex(ValueError,
                                     r"part-0.tfrecord.*lacks feature 'masked_lm_weights'"):
             pretraining_dataset(str(tmp_path / "*"), 2, SEQ, PREDS, True)
 
     def test_wrong_max_seq_length_gives_a_clear_error(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 2)
         with self.assertRaisesRegex(ValueError, r"'input_ids' has length 16, expected 32.*"
-                                                r"--max_seq_length"):
+                                                r"\(check max_seq_length and "
+                                                r"max_predictions_per_seq against the data\)$"):
             pretraining_dataset(str(tmp_path / "*"), 2, 32, PREDS, True)
 
     def test_parse_fixed_features_on_one_record_or_a_batch(self):
@@ -183,7 +181,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(batch["next_sentence_labels"], [[1], [0]])
 
     def test_a_folder_glob_skips_hidden_completion_markers(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 3)
         (tmp_path / ".part-0.tfrecord.complete.json").write_text('{"instances": 3}')
         dataset = pretraining_dataset(str(tmp_path / "*"), 3, SEQ, PREDS, is_training=False)
@@ -192,7 +190,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
             str(tmp_path / ".part-0.tfrecord.complete.json")])  # named on purpose: kept
 
     def test_a_folder_matched_by_the_glob_is_named(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 3)
         (tmp_path / "logs").mkdir()
         with self.assertRaisesRegex(IsADirectoryError,
@@ -200,7 +198,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
             pretraining_dataset(str(tmp_path / "*"), 3, SEQ, PREDS, is_training=False)
 
     def test_a_text_file_given_as_records_is_named(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         (tmp_path / "corpus.txt").write_text("A sentence of plain text.\nAnother one.\n")
         with self.assertRaisesRegex(CorruptRecordError, r"corpus.txt: not a TFRecord file "
                                                         r"\(no record header at byte 0\)"):
@@ -208,7 +206,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters(5, 20)  # inside the header, inside the payload
     def test_a_truncated_file_is_named_with_the_record_offset(self, cut):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 4)
         path = tmp_path / "part-1.tfrecord"
         data = path.read_bytes()
@@ -220,7 +218,7 @@ class InputPipelineTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(check_record_file(str(tmp_path / "part-0.tfrecord")), 4)
 
     def test_a_damaged_payload_found_while_reading_names_file_and_offset(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 1, 4)
         path = tmp_path / "part-0.tfrecord"
         data = bytearray(path.read_bytes())

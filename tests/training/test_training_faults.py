@@ -26,8 +26,7 @@ from absl.testing import parameterized
 
 from core.framework import OBJECT_GRAPH_KEY, seed_generator_states
 from modeling.checkpoints import CheckpointError
-from tests.fixtures import (REPO, class_folder, launched, write_pretraining_records,
-                            write_tiny_config)
+from tests.fixtures import REPO, TestCase, launched, write_pretraining_records, write_tiny_config
 from training import loop
 
 pytestmark = pytest.mark.slow
@@ -132,7 +131,9 @@ class TinyRegression(keras.Model):
         return {"kernel": self.dense.kernel, "bias": self.dense.bias}
 
 
-def _trainer(optimizer, folder, scale: float = 1.0):
+def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True,
+             steps_per_update: int = 1):
+    """A Trainer of a freshly seeded TinyRegression in `folder`, restored unless `restore=False`."""
     keras.utils.set_random_seed(0)
     model = TinyRegression()
     model({"x": np.zeros((1, 4), "float32")})
@@ -141,7 +142,9 @@ def _trainer(optimizer, folder, scale: float = 1.0):
         return {"loss": tf.reduce_mean(tf.square(outputs[:, 0] - features["y"]))}
 
     trainer = loop.Trainer(model, optimizer, tf.distribute.get_strategy(), loss_fn,
-                           str(folder), max_to_keep=1)
+                           str(folder), max_to_keep=1, steps_per_update=steps_per_update)
+    if restore:
+        trainer.restore_newest_checkpoint()
     rng = np.random.default_rng(0)
     data = tf.data.Dataset.from_tensor_slices(
         {"x": rng.normal(size=(32, 4)).astype("float32"),
@@ -179,17 +182,14 @@ def run_killed(script: str, point: str, at: int, arguments: list[str],
     return result
 
 
-class _FaultsTestCase(tf.test.TestCase, parameterized.TestCase):
+class _FaultsTestCase(TestCase, parameterized.TestCase):
     """The runs' shared checks, and the records and config every pre-training run reads."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = class_folder(cls)
+        cls.root = cls.class_folder()
         cls.inputs = _write_inputs(cls.root)
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
 
     def assert_finite_checkpoints(self, folder) -> list[str]:
         prefixes = sorted({name.rsplit(".", 1)[0] for name in os.listdir(folder)
@@ -217,7 +217,7 @@ class _FaultsTestCase(tf.test.TestCase, parameterized.TestCase):
 class DivergenceTest(_FaultsTestCase):
 
     def test_absurd_learning_rate_stops_with_the_step_and_last_good_checkpoint(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         result = run_pretraining(self.inputs, tmp_path, learning_rate=1e6,
                                  save_checkpoints_steps=2)
         self.assertEqual(result.returncode, 1, result.stderr[-3000:])
@@ -236,7 +236,7 @@ class DivergenceTest(_FaultsTestCase):
         self.assertFalse((tmp_path / "export").exists())
 
     def test_resuming_with_absurd_rate_keeps_the_good_checkpoint(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         good = run_pretraining(self.inputs, tmp_path, num_train_steps=4, keep_checkpoint_max=1,
                                do_eval=False)
         self.assertEqual(good.returncode, 0, good.stderr[-3000:])
@@ -256,7 +256,7 @@ class DivergenceTest(_FaultsTestCase):
                 self.assertAllEqual(good_values[name], value, msg=name)
 
     def test_two_workers_stop_together_at_the_same_step(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         ports = []
         for _ in range(2):
             with socket.socket() as probe:
@@ -303,7 +303,7 @@ class ResumeAfterFaultsTest(_FaultsTestCase):
             raise RuntimeError(f"the reference run failed: {result.stderr[-3000:]}")
 
     def test_kills_and_signals_anywhere_then_rerun_end_bit_identical_with_dropout(self):
-        resumed = self._tmp_path() / "resumed"
+        resumed = self.tmp_path() / "resumed"
         arguments = pretraining_arguments(self.inputs, resumed)
         run_killed(PRETRAINING, "save", 8, arguments)  # dies saving 8, after ckpt-4
         self.assertTrue((resumed / "ckpt-8_temp").is_dir())
@@ -331,7 +331,7 @@ class ResumeAfterFaultsTest(_FaultsTestCase):
         self.assert_same_final_run(self.reference, resumed)
 
     def test_a_file_size_limit_during_a_save_ends_in_one_line_and_a_rerun_ends_identical(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
 
         # Below a checkpoint's data file (~300 KB), above everything else.
         limited = run_pretraining(self.inputs, tmp_path, file_size_limit=100_000)
@@ -353,7 +353,7 @@ class TrainerFaultsTest(_FaultsTestCase):
     """The Trainer in this process, on a tiny regression model."""
 
     def test_divergence_inside_a_loop_call_stops_there_and_saves_nothing(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=1e30), tmp_path)
         with self.assertRaises(loop.TrainingDiverged) as raised:
             trainer.train(data, 10, steps_per_loop=1,
@@ -374,8 +374,20 @@ class TrainerFaultsTest(_FaultsTestCase):
         self.assertEqual(raised.exception.step, 2)
         self.assertEqual(trainer.step, 2)
 
+    def test_divergence_is_numbered_in_updates_of_steps_per_update_batches(self):
+        trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=1e30), self.tmp_path(),
+                                    steps_per_update=2)
+        with self.assertRaisesRegex(loop.TrainingDiverged, "^training diverged at step 1:"):
+            trainer.train(data, 10, steps_per_loop=5)
+        self.assertEqual(trainer.step, 2)  # batch 2 of update 1 overflowed
+        for bad in (0, -2, 1.5, True, "2"):
+            with self.assertRaisesRegex(ValueError, "^steps_per_update must be a positive "
+                                        rf"integer, got {re.escape(repr(bad))}$"):
+                _trainer(keras.optimizers.SGD(learning_rate=0.01), self.tmp_path(),
+                         steps_per_update=bad)
+
     def test_save_refuses_non_finite_values(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         trainer, model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.1), tmp_path)
         trainer.save()
         model.dense.bias.assign([np.nan])
@@ -387,7 +399,7 @@ class TrainerFaultsTest(_FaultsTestCase):
     def test_loss_scaling_overflow_steps_are_skipped_not_divergence(self):
         optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(learning_rate=0.01),
                                                         initial_scale=2.0 ** 127)
-        trainer, model, data = _trainer(optimizer, self._tmp_path(), scale=1000.0)
+        trainer, model, data = _trainer(optimizer, self.tmp_path(), scale=1000.0)
         before = model.dense.kernel.numpy().copy()
         trainer.train(data, 30, steps_per_loop=3)
         self.assertEqual(trainer.step, 30)
@@ -397,7 +409,7 @@ class TrainerFaultsTest(_FaultsTestCase):
         self.assertFalse(np.array_equal(before, model.dense.kernel.numpy()))
 
     def test_dropout_random_state_is_in_the_training_checkpoint(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         states = seed_generator_states(model)
         self.assertLen(states, 1)
@@ -410,7 +422,7 @@ class TrainerFaultsTest(_FaultsTestCase):
         self.assertAllEqual(seed_generator_states(fresh_model)[0].numpy(), drawn)
 
     def test_start_removes_only_a_dead_saves_temporary_files(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         (tmp_path / "ckpt-7_temp").mkdir()
         (tmp_path / "ckpt-7_temp" / "part-00000-of-00001.index").write_text("partial")
         (tmp_path / f"checkpoint.tmp{'0123456789abcdef' * 2}").write_text("partial")
@@ -420,11 +432,38 @@ class TrainerFaultsTest(_FaultsTestCase):
         _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         self.assertEqual(sorted(os.listdir(tmp_path)), sorted(kept))
 
+    def test_restoring_is_a_step_of_its_own_that_comes_before_training_and_saving(self):
+        tmp_path = self.tmp_path()
+        trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
+        self.assertIsNone(trainer.restored_from)
+        trainer.train(data, 3)
+        trainer.save()
+        trained = model.dense.kernel.numpy().copy()
+
+        later, later_model, _ = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path,
+                                         restore=False)
+        self.assertEqual(later.step, 0)  # construction read no checkpoint
+        self.assertNotAllClose(later_model.dense.kernel.numpy(), trained)
+        for name, use in (("train", lambda: later.train(data, 4)), ("save", later.save),
+                          ("restored_from", lambda: later.restored_from)):
+            with self.assertRaisesRegex(RuntimeError, f"^Trainer.{name} was used before "
+                                        r"restore_newest_checkpoint\(\)"):
+                use()
+        self.assertEqual(later.step, 0)
+        self.assertEndsWith(tf.train.latest_checkpoint(str(tmp_path)), "ckpt-3")
+
+        self.assertEqual(later.restore_newest_checkpoint(), str(tmp_path / "ckpt-3"))
+        self.assertEqual(later.restored_from, str(tmp_path / "ckpt-3"))
+        self.assertEqual(later.step, 3)
+        self.assertAllEqual(later_model.dense.kernel.numpy(), trained)
+        with self.assertRaisesRegex(RuntimeError, "already called"):
+            later.restore_newest_checkpoint()
+
     def test_checkpoint_without_dropout_state_still_resumes(self):
         """Checkpoints written before the dropout state was saved resume, with fresh masks."""
         from modeling.checkpoints import training_checkpoint
 
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01),
                                         tmp_path / "new")
         trainer.train(data, 3)
@@ -439,7 +478,7 @@ class TrainerFaultsTest(_FaultsTestCase):
         self.assertAllEqual(resumed_model.dense.kernel.numpy(), trained)
 
     def test_a_save_without_room_names_the_checkpoint_and_leaves_no_temporary(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         trainer.train(data, 2)
         trainer.save()
@@ -455,7 +494,7 @@ class TrainerFaultsTest(_FaultsTestCase):
 
     @parameterized.parameters("cut", "flipped byte")
     def test_resuming_from_a_damaged_checkpoint_names_its_data_file(self, damage):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         trainer, _, data = _trainer(keras.optimizers.SGD(learning_rate=0.01), tmp_path)
         trainer.train(data, 2)
         trainer.save()

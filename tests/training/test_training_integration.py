@@ -5,7 +5,6 @@ before TensorFlow starts, so it runs in a subprocess.
 """
 
 import json
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -15,6 +14,7 @@ import tensorflow as tf
 from modeling.config import BertConfig
 from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer
+from tests.fixtures import TestCase
 from tests.training.test_distribution import run_python
 from tests.training.test_input_pipeline import PREDS, SEQ, write_files
 from training.distribution import get_strategy
@@ -75,16 +75,16 @@ print(json.dumps(report))
 """
 
 
-class TrainingIntegrationTest(tf.test.TestCase):
+class TrainingIntegrationTest(TestCase):
 
     def test_one_device_fit_lowers_the_loss(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 16)
         losses = train_tiny_bert(get_strategy("one_device"), str(tmp_path / "*"))
         self.assertTrue(all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.5, msg=losses)
 
     def test_mirrored_over_two_cpus_trains_and_matches_one_device(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 16)
         script = f"import sys; sys.argv[1:] = [{str(tmp_path / '*')!r}]\n{MIRRORED_SCRIPT}"
         result = run_python(script, timeout=240)

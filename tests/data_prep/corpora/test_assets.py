@@ -3,13 +3,13 @@
 import os
 import tarfile
 import zipfile
-from pathlib import Path
 from unittest import mock
 
 import pytest
 import tensorflow as tf
 
 from data_prep.corpora import assets
+from tests.fixtures import TestCase
 
 pytestmark = pytest.mark.assets
 
@@ -24,11 +24,11 @@ def _place_wheel(cache, name, version, members):
     return path
 
 
-class AssetsTest(tf.test.TestCase):
+class AssetsTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cache = Path(self.create_tempdir().full_path) / "cache"
+        self.cache = self.tmp_path() / "cache"
         self.enter_context(mock.patch.dict(os.environ, {"BERT_CACHE_DIR": str(self.cache)}))
 
     def test_cached_archive_is_reused_without_download(self):

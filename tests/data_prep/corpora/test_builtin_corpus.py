@@ -3,7 +3,6 @@
 import bz2
 import os
 import zipfile
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -16,6 +15,7 @@ from data_prep.corpora.builtin_corpus import (
     wikipedia_documents,
     write_corpus,
 )
+from tests.fixtures import TestCase
 
 pytestmark = pytest.mark.assets
 
@@ -37,11 +37,11 @@ DUMP = ("<mediawiki><page><title>A</title><ns>0</ns><revision><text>"
         "</text></revision></page></mediawiki>")
 
 
-class BuiltinCorpusTest(tf.test.TestCase):
+class BuiltinCorpusTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cache = Path(self.create_tempdir().full_path) / "cache"
+        self.cache = self.tmp_path() / "cache"
         self.enter_context(mock.patch.dict(os.environ, {"BERT_CACHE_DIR": str(self.cache)}))
 
     def test_wikipedia_documents_skip_articles_without_prose(self):
@@ -55,7 +55,7 @@ class BuiltinCorpusTest(tf.test.TestCase):
                          [["First story.", "It ends."], ["Second story here."]])
 
     def test_write_corpus_format_and_statistics(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = tmp_path / "out" / "corpus.txt"
         write_corpus([["One two.", "Three\nfour  five."], [], ["  "], ["Six."]], path)
         self.assertEqual(path.read_text(), "One two.\nThree four five.\n\nSix.\n")
@@ -65,7 +65,7 @@ class BuiltinCorpusTest(tf.test.TestCase):
         self.assertEqual([p.name for p in path.parent.iterdir()], ["corpus.txt"])
 
     def test_failed_write_leaves_no_file(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         def documents():
             yield ["Written."]
             raise ValueError("source broke")

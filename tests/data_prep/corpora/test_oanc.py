@@ -1,20 +1,19 @@
 """The untagged OANC sample: tags stripped, sentences grouped, bad lines named."""
 
-from pathlib import Path
-
 import pytest
 import tensorflow as tf
 
 from data_prep.corpora import oanc
 from data_prep.corpora.builtin_corpus import corpus_statistics, write_corpus
+from tests.fixtures import TestCase
 
 pytestmark = pytest.mark.assets
 
 
-class OancTest(tf.test.TestCase):
+class OancTest(TestCase):
 
     def test_untagged_documents_strip_tags_and_group_sentences(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         lines = ["It/PRP rained/VBD ./.", "", "Rates/NNS rose/VBD 1/2/CD ./.", "So/RB ?/."]
         documents = list(oanc.untagged_documents(lines, "handmade", size=2))
         self.assertEqual(documents, [["It rained .", "Rates rose 1/2 ."], ["So ?"]])

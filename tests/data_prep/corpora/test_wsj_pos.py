@@ -1,20 +1,19 @@
 """The WSJ part-of-speech data: parsing, the fixed split, atomic writes, the real file."""
 
-from pathlib import Path
-
 import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.corpora import wsj_pos
 from data_prep.corpora.wsj_pos import parse_tagged_line, read_sentences, tag_set, write_conll_dir
+from tests.fixtures import TestCase
 
 pytestmark = pytest.mark.assets
 
 SENTENCES = max(end for _, end in wsj_pos.SPLITS.values())
 
 
-class WsjPosTest(tf.test.TestCase, parameterized.TestCase):
+class WsjPosTest(TestCase, parameterized.TestCase):
 
     def test_parse_tagged_line_splits_at_the_last_slash(self):
         self.assertEqual(parse_tagged_line("Rates/NNS rose/VBD 1/2/CD ./.", "x"), [
@@ -27,7 +26,7 @@ class WsjPosTest(tf.test.TestCase, parameterized.TestCase):
             parse_tagged_line(f"Rates/NNS {token}", "corpus.txt line 7")
 
     def test_split_is_fixed_disjoint_and_complete(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         lines = [f"word{i}/NN ,/, end/VB" for i in range(SENTENCES)]
         folder = write_conll_dir(lines, tmp_path / "wsj", "handmade")
         splits = {name: read_sentences(folder / f"{name}.txt") for name in wsj_pos.SPLITS}
@@ -47,7 +46,7 @@ class WsjPosTest(tf.test.TestCase, parameterized.TestCase):
         (["a/DT"] * 500 + ["a DT"] + ["a/DT"] * 500, r"handmade line 501: 'a' is not"),
     ])
     def test_bad_input_writes_nothing(self, lines, message):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(ValueError, message):
             write_conll_dir(lines, tmp_path / "wsj", "handmade")
         self.assertEqual(list(tmp_path.iterdir()), [])

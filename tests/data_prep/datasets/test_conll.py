@@ -1,17 +1,16 @@
 """CoNLL reading, WordPiece windows with first-sub-token labels, and predictions back to words."""
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
-from data_prep.datasets.conll import (Sentence, build_windows, detect_scheme, label_list,
-                                      predictions_to_tags, read_conll, windows_to_arrays,
-                                      write_conll_predictions)
-from tests.fixtures import class_folder
+from data_prep.datasets.conll import (Sentence, build_windows, check_entity_tags, detect_scheme,
+                                      label_list, predictions_to_tags, read_conll,
+                                      windows_to_arrays, write_conll_predictions)
+from tests.fixtures import TestCase
 from text.tag_schemes import convert_iob1_to_iob2
 from text.tokenization import FullTokenizer
 
@@ -42,23 +41,20 @@ BRUSSELS NNP B-NP B-LOC
 """
 
 
-class ConllTest(tf.test.TestCase, parameterized.TestCase):
+class ConllTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """One small vocabulary for the class; no test changes the tokenizer."""
         super().setUpClass()
-        root = class_folder(cls)
+        root = cls.class_folder()
         vocab = root / "vocab.txt"
         vocab.write_text("\n".join(SPECIAL + WORDS) + "\n", encoding="utf-8")
         cls.tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
 
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
-
     @parameterized.parameters("\n", "\r\n")
     def test_reads_documents_sentences_and_sources(self, newline):
-        path = write(self._tmp_path(), CONLL + "\n\n\n", newline=newline)  # trailing blank lines
+        path = write(self.tmp_path(), CONLL + "\n\n\n", newline=newline)  # trailing blank lines
         sentences = read_conll(path)
         self.assertEqual([s.words for s in sentences], [["EU", "rejects"], ["Peter", "Blackburn"],
                                                         ["BRUSSELS"]])
@@ -70,12 +66,12 @@ class ConllTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_two_columns_under_a_four_column_docstart_without_final_blank_line(self):
         text = "-DOCSTART- -X- -X- O\nJohn B-PER\nran O\n\n\nHome O"
-        sentences = read_conll(write(self._tmp_path(), text))
+        sentences = read_conll(write(self.tmp_path(), text))
         self.assertEqual([(s.words, s.tags, s.document_index) for s in sentences], [
             (["John", "ran"], ["B-PER", "O"], 0), (["Home"], ["O"], 0)])
 
     def test_bad_files_are_named(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         path = write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ O\n")
         with self.assertRaisesRegex(ValueError, f"{path}:2: 3 columns where the first token line"):
             read_conll(path)
@@ -87,7 +83,7 @@ class ConllTest(tf.test.TestCase, parameterized.TestCase):
             read_conll(write(tmp_path, "word\n", name="one.txt"))
 
     def test_a_file_without_the_ner_column_is_named_not_trained_on_its_chunks(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         path = write(tmp_path, "-DOCSTART- -X- -X-\n\nEU NNP B-NP\nrejects VBZ B-VP\n"
                                "German JJ B-NP\n", name="train.txt")
         with self.assertRaisesRegex(ValueError,
@@ -98,6 +94,28 @@ class ConllTest(tf.test.TestCase, parameterized.TestCase):
         entities = read_conll(write(tmp_path, "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"))
         self.assertEqual(entities[0].tags, ["B-ORG", "O"])
         self.assertEqual(entities[0].columns, 4)
+
+    def test_a_training_file_without_entities_is_refused_naming_it(self):
+        path = write(self.tmp_path(), "-DOCSTART- -X- -X- O\n\nEU NNP B-NP O\nrejects VBZ "
+                                       "B-VP O\n\nGerman JJ B-NP O\n", name="train.txt")
+        sentences = read_conll(path)
+        with self.assertRaisesRegex(ValueError, f"^{path}: no entity tag to learn from: all 3 "
+                                                r"tags of its 2 sentence\(s\) in the tag column "
+                                                r"\(column 4 of 4\) are O; a training file "
+                                                "needs B-TYPE / I-TYPE tags"):
+            check_entity_tags(sentences, training=True)
+
+    def test_a_dev_file_without_entities_is_kept_with_a_warning(self):
+        path = write(self.tmp_path(), "EU O\nrejects O\n", name="valid.txt")
+        sentences = read_conll(path)
+        with self.assertLogs("absl", "WARNING") as logs:
+            check_entity_tags(sentences, training=False)
+        self.assertRegex(logs.output[0], f"{path}: no entity tag: all 2 tags of its 1 "
+                                          r"sentence\(s\) .*are O; entity precision, recall "
+                                          "and F1 on it are 0")
+        with self.assertNoLogs("absl", "WARNING"):  # one entity is enough, in any split
+            for training in (True, False):
+                check_entity_tags(read_conll(write(self.tmp_path(), CONLL)), training)
 
     def test_labels_and_schemes(self):
         iob1 = [Sentence(["a", "b", "c", "d"], ["I-PER", "I-PER", "B-PER", "O"], 0, "x:1"),
@@ -189,14 +207,14 @@ class ConllTest(tf.test.TestCase, parameterized.TestCase):
             build_windows(sentences, self.tokenizer, 8, LABELS)
 
     def test_unknown_label_names_its_own_line_not_the_sentence_start(self):
-        path = write(self._tmp_path(), "Peter B-PER\nvisits O\nParis B-LOC\n\nBonn B-MISC\n")
+        path = write(self.tmp_path(), "Peter B-PER\nvisits O\nParis B-LOC\n\nBonn B-MISC\n")
         sentences = read_conll(path)
         with self.assertRaisesRegex(ValueError,
                                     r"data\.txt:3: label 'B-LOC' not seen in training"):
             build_windows(sentences, self.tokenizer, 8, {"O": 0, "B-PER": 1})
 
     def test_prediction_file_layout(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         sentences = [Sentence(["EU", "rejects"], ["B-ORG", "O"], 0, "x:1"),
                      Sentence(["Peter"], ["B-PER"], 0, "x:4")]
         path = tmp_path / "predictions.txt"

@@ -2,7 +2,6 @@
 
 import logging
 import os
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +15,7 @@ from data_prep.datasets.glue import (
     majority_class,
     write_submission,
 )
+from tests.fixtures import TestCase
 from text.tokenization import FullTokenizer
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "is", "it", "\"", ".", "?", ","]
@@ -48,16 +48,16 @@ def _mnli_folder(root):
     return mnli
 
 
-class GlueTest(tf.test.TestCase, parameterized.TestCase):
+class GlueTest(TestCase, parameterized.TestCase):
 
     def setUp(self):
         super().setUp()
-        vocab = Path(self.create_tempdir().full_path) / "vocab.txt"
+        vocab = self.tmp_path() / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
         self.tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
 
     def test_cola_headerless_train_and_dev_headed_test(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         rows = [["gj04", "1", "", 'He said "hi and left.'], ["gj04", "0", "*",
                                                              "They drank the pub."],
                 ["cj99", "1", "", "The cat sat."]]
@@ -81,7 +81,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
                                                                        ("1", "It is.", None)])
 
     def test_mrpc_columns_by_name_bom_and_quotes(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
         write(tmp_path, "train.tsv", [header, ["1", "7", "8", 'He called " the witness " ,',
                                                'A " b'],
@@ -96,7 +96,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
                          [InputExample("0", "s", "t", None)])
 
     def test_mnli_splits_and_diagnostic_from_glue_folder(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         mnli = _mnli_folder(tmp_path)
         processor = get_processor("MNLI")
         self.assertEqual(processor.labels, ["contradiction", "entailment", "neutral"])
@@ -114,7 +114,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(test["AX"], [InputExample("0", "A dog ran.", "A cat ran.", None)])
 
     def test_ax_needs_the_diagnostic_set_and_accepts_ax_tsv(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         mnli = _mnli_folder(tmp_path)
         processor = get_processor("ax")
         self.assertEqual(processor.name, "AX")
@@ -129,7 +129,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertLen(processor.train_examples(str(mnli)), 1)
 
     def test_qqp_skips_and_reports_broken_training_rows(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         header = ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
         write(tmp_path, "train.tsv", [header, ["1", "2", "3", "Why?", "How?", "0"],
                                       ["4", "5", "6", "Is it a", "broken"], "question?\t1",
@@ -148,7 +148,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(processor.test_sets(str(tmp_path))["QQP"][0].guid, "0")
 
     def test_stsb_is_regression_with_float_scores(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
                   "sentence1", "sentence2"]
         row = ["0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A cat.",
@@ -172,7 +172,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         ("sst2", ["sentence"], "0", "SST-2"),
     ])
     def test_headed_tasks_read_their_columns(self, task, columns, label, test_stem):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         texts = ["The cat sat.", "It ran."][:len(columns)]
         leading = [] if columns == ["sentence"] else ["index"]
         labelled = [leading + columns + ["label"], (["0"] if leading else []) + texts + [label]]
@@ -186,7 +186,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(processor.test_sets(str(tmp_path))[test_stem][0].guid, "0")
 
     def test_reading_errors_name_file_line_and_layout(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(ValueError, "unknown task 'xnli'.*CoLA.*tsv"):
             get_processor("xnli")
         processor = get_processor("rte")
@@ -215,7 +215,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
             processor.dev_sets(str(tmp_path))
 
     def test_user_tsv_by_name_with_labels_from_training_data(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         header = ["id", "review", "stars"]
         write(tmp_path, "train.tsv", [header, ["a", "good", "pos"], ["b", "bad", "neg"],
                                       ["c", "fine", "pos"]])
@@ -234,7 +234,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
                                                                            "pos"))
 
     def test_user_tsv_headerless_pairs_with_given_labels(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         write(tmp_path, "train.tsv", [["x", "first", "second", "yes"]])
         write(tmp_path, "test.tsv", [["x", "third", "fourth"]])
         processor = get_processor("tsv", tsv_text_a_column="1", tsv_text_b_column=2,
@@ -295,7 +295,7 @@ class GlueTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(result.num_truncated, 0)
 
     def test_write_submission_layouts(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = write_submission(tmp_path / "out", "MNLI-m", [[0.1, 0.7, 0.2], [0.8, 0.1, 0.1]],
                                 ["contradiction", "entailment", "neutral"], indices=["5", "9"])
         self.assertEqual(path, os.path.join(str(tmp_path / "out"), "MNLI-m.tsv"))

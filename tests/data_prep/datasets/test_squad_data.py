@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +15,10 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.corpora.assets import minilm_dir
-from data_prep.datasets.squad import SquadExample, read_squad_examples, whitespace_words
+from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (FIRST_UNIQUE_ID, convert_examples_to_features,
                                                features_to_arrays)
+from tests.fixtures import TestCase
 from text.sliding_windows import max_context_owners, windows
 from text.tokenization import FullTokenizer
 
@@ -41,21 +41,13 @@ def _write(tmp_path, paragraphs: list[dict], name: str = "squad.json") -> str:
     return str(path)
 
 
-class SquadDataTest(tf.test.TestCase, parameterized.TestCase):
+class SquadDataTest(TestCase, parameterized.TestCase):
 
     @classmethod
     def setUpClass(cls):
         """The real vocabulary loads once for the class."""
         super().setUpClass()
         cls.tokenizer = FullTokenizer(str(minilm_dir() / "vocab.txt"), do_lower_case=True)
-
-    def _tmp_path(self) -> Path:
-        return Path(self.create_tempdir().full_path)
-
-    def test_whitespace_words_map_every_character_to_its_word(self):
-        words, char_to_word = whitespace_words(" ab  c\u202fd\te\n")
-        self.assertEqual(words, ["ab", "c", "d", "e"])
-        self.assertEqual(char_to_word, [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 3])
 
     @parameterized.parameters(
         ("1990", ["(1990)"], ["1990"]),                       # punctuation glued to the answer
@@ -67,7 +59,7 @@ class SquadDataTest(tf.test.TestCase, parameterized.TestCase):
     )
     def test_answer_alignment(self, answer, words, pieces):
         tokenizer = self.tokenizer
-        path = _write(self._tmp_path(), [{"context": CONTEXT, "qas": [_qa("q", answer)]}])
+        path = _write(self.tmp_path(), [{"context": CONTEXT, "qas": [_qa("q", answer)]}])
         (example,), report = read_squad_examples(path, is_training=True,
                                                  version_2_with_negative=True)
         self.assertEqual(report.skipped, 0)
@@ -88,7 +80,7 @@ class SquadDataTest(tf.test.TestCase, parameterized.TestCase):
     def test_impossible_and_mismatched_answers(self):
         impossible = {"id": "none", "question": "Who?", "is_impossible": True, "answers": [],
                       "plausible_answers": [{"text": "bat", "answer_start": 15}]}
-        path = _write(self._tmp_path(), [{"context": CONTEXT, "qas": [
+        path = _write(self.tmp_path(), [{"context": CONTEXT, "qas": [
             impossible, _qa("wrong", "bat", start=0), _qa("ok", "bat")]}])
         with self.assertLogs(level=logging.WARNING) as logs:
             examples, report = read_squad_examples(path, True, True)
@@ -107,7 +99,7 @@ class SquadDataTest(tf.test.TestCase, parameterized.TestCase):
         self.assertIsNone(predict[1].start_position)
 
     def test_empty_contexts_and_questions_are_skipped_then_an_error(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         path = _write(tmp_path, [{"context": " \n ", "qas": [_qa("a", "bat")]},
                                  {"context": CONTEXT, "qas": [_qa("b", "bat", question=" "),
                                                               _qa("c", "bat")]}])
@@ -120,7 +112,7 @@ class SquadDataTest(tf.test.TestCase, parameterized.TestCase):
             read_squad_examples(empty, True, False)
 
     def test_bad_files_name_the_place(self):
-        tmp_path = self._tmp_path()
+        tmp_path = self.tmp_path()
         broken = tmp_path / "broken.json"
         broken.write_text('{"data": [\n  {"paragraphs": [}\n]}', encoding="utf-8")
         with self.assertRaisesRegex(ValueError,
@@ -138,7 +130,7 @@ class SquadDataTest(tf.test.TestCase, parameterized.TestCase):
                                 True, False)
 
     def test_a_question_id_used_twice_in_a_file_to_predict_is_refused(self):
-        path = _write(self._tmp_path(),
+        path = _write(self.tmp_path(),
                       [{"context": CONTEXT, "qas": [_qa("q1", "bat"), _qa("q2", "bat")]},
                        {"context": CONTEXT, "qas": [_qa("q1", "Café")]}])
         with self.assertRaisesRegex(ValueError, r"squad.json: question id 'q1' appears twice, "

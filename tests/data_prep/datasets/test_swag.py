@@ -1,11 +1,10 @@
 """SWAG CSV reading in the distribution's layout, and [N, 4, S] multiple-choice features."""
 
-from pathlib import Path
-
 import numpy as np
 import tensorflow as tf
 
 from data_prep.datasets.swag import MultipleChoiceExample, convert_multiple_choice, read_swag
+from tests.fixtures import TestCase
 from text.tokenization import FullTokenizer
 
 HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,"
@@ -19,16 +18,16 @@ def write(path, lines, crlf=False):
     return str(path)
 
 
-class SwagTest(tf.test.TestCase):
+class SwagTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        vocab = Path(self.create_tempdir().full_path) / "vocab.txt"
+        vocab = self.tmp_path() / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
         self.tokenizer = FullTokenizer(str(vocab), do_lower_case=True)
 
     def test_train_file_with_quoted_fields_and_crlf(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = write(tmp_path / "train.csv", [
             HEADER + ",label",
             '0,lsmdc1_x,4,"A man, tired. He","A man, tired.",He,gold,"says ""no"".",runs.,sits.,'
@@ -43,13 +42,13 @@ class SwagTest(tf.test.TestCase):
                                   0)])
 
     def test_test_file_has_no_label(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         path = write(tmp_path / "test.csv", [HEADER, "0,v,3,a b,a,b,gold,c,d,e,f"])
         self.assertEqual(read_swag(path, has_label=False), [
             MultipleChoiceExample("3", "a", "b", ["c", "d", "e", "f"], None)])
 
     def test_reading_errors_name_file_and_line(self):
-        tmp_path = Path(self.create_tempdir().full_path)
+        tmp_path = self.tmp_path()
         with self.assertRaisesRegex(FileNotFoundError,
                                     r"val\.csv: no such file; SWAG's distribution"):
             read_swag(str(tmp_path / "val.csv"), has_label=True)

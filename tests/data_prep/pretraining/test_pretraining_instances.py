@@ -8,6 +8,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.arguments import FieldError
+from core.record_schema import RecordFeature, pretraining_record_schema
 from data_prep.pretraining.instances import (
     InstanceOptions,
     VocabIds,
@@ -237,19 +239,23 @@ class PretrainingInstancesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual((document_bounds, sentence_bounds, empty), ([0, 2, 3], [0, 3, 5, 9], 1))
 
     def test_options_reject_bad_values(self):
-        for bad, message in [({"max_predictions_per_seq": 200}, "--max_predictions_per_seq=200"),
-                             ({"max_seq_length": 4}, "--max_seq_length=4"),
-                             ({"mask_ratios": (0.8, 0.1, 0.2)}, "--mask_ratios"),
-                             ({"masked_lm_prob": 1.5}, "--masked_lm_prob"),
-                             ({"dupe_factor": 0}, "--dupe_factor")]:
-            with self.assertRaisesRegex(ValueError, message):
+        for bad, message in [({"max_predictions_per_seq": 200},
+                              r"^max_predictions_per_seq=200 must lie in \[0, max_seq_length=128\]"),
+                             ({"max_seq_length": 4}, "^max_seq_length=4"),
+                             ({"mask_ratios": (0.8, 0.1, 0.2)}, "^mask_ratios=0.8,0.1,0.2"),
+                             ({"masked_lm_prob": 1.5}, "^masked_lm_prob=1.5"),
+                             ({"dupe_factor": 0}, "^dupe_factor=0")]:
+            with self.assertRaises(FieldError) as raised:
                 InstanceOptions(**bad)
+            self.assertRegex(str(raised.exception), message)
+            field = message.removeprefix("^").partition("=")[0]
+            self.assertIn(f"--{field}=", raised.exception.render({field}))
 
     def test_serialized_records_parse_with_the_pretraining_schema(self):
         options = InstanceOptions(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
         _, _, features = features_for(options)
-        records = serialize_examples({name: features[name] for name in pretraining_feature_spec(32, 5)})
-        spec = pretraining_feature_spec(32, 5)
+        records = serialize_examples(features, pretraining_record_schema(32, 5))
+        spec = pretraining_feature_spec(32, 5)  # the reader's
         for row in (0, len(records) // 2, len(records) - 1):
             parsed = tf.io.parse_single_example(records[row], spec)
             for name, value in parsed.items():
@@ -262,7 +268,9 @@ class PretrainingInstancesTest(tf.test.TestCase, parameterized.TestCase):
         values = {"big": np.array([[0, 127, 128, 2**14, 2**35 + 3], [1, 2, 3, 4, 2**62]]),
                   "flag": np.array([[True], [False]]), "none": np.zeros((2, 0), dtype=np.int64),
                   "weights": np.array([[0.5, -1.25], [3.0, 0.0]], dtype=np.float32)}
-        for row, record in enumerate(serialize_examples(values)):
+        schema = {"big": RecordFeature("int64", 5), "flag": RecordFeature("int64", 1),
+                  "none": RecordFeature("int64", 0), "weights": RecordFeature("float32", 2)}
+        for row, record in enumerate(serialize_examples(values, schema)):
             def ints(name):
                 return tf.train.Feature(int64_list=tf.train.Int64List(
                     value=[int(value) for value in values[name][row]]))
@@ -273,7 +281,26 @@ class PretrainingInstancesTest(tf.test.TestCase, parameterized.TestCase):
                     float_list=tf.train.FloatList(value=values["weights"][row]))}))
             self.assertEqual(tf.train.Example.FromString(record), expected)
         with self.assertRaisesRegex(ValueError, "non-negative"):
-            serialize_examples({"bad": np.array([[-1]])})
+            serialize_examples({"bad": np.array([[-1]])}, {"bad": RecordFeature("int64", 1)})
+
+    def test_encoding_refuses_what_the_schema_does_not_declare(self):
+        schema = {"ids": RecordFeature("int64", 3), "weights": RecordFeature("float32", 2)}
+        ids, weights = np.zeros((4, 3), np.int64), np.zeros((4, 2), np.float32)
+        for features, message in [
+                ({"ids": ids}, "^features must be those of the schema \\(ids, weights\\); "
+                               "missing: weights, not in the schema: none$"),
+                ({"ids": ids, "weights": weights, "extra": ids},
+                 "missing: none, not in the schema: extra$"),
+                ({"ids": ids[:, :2], "weights": weights},
+                 "^feature 'ids' must be \\[N, 3\\], got \\(4, 2\\)$"),
+                ({"ids": ids, "weights": weights[:3]},
+                 "^feature 'weights' must be \\[4, 2\\], got \\(3, 2\\)$"),
+                ({"ids": ids.astype(np.float32), "weights": weights},
+                 "^feature 'ids' is int64 in the schema, got float32 values$"),
+                ({"ids": ids, "weights": weights.astype(np.int64)},
+                 "^feature 'weights' is float32 in the schema, got int64 values$")]:
+            with self.assertRaisesRegex(ValueError, message):
+                serialize_examples(features, schema)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,24 @@
 """The local writer when a chunk fails part way: finished shards stay, nothing half-written does."""
 
 import io
-from pathlib import Path
 from unittest import mock
 
 import tensorflow as tf
 
 from data_prep.pretraining import local
 from tests.data_prep.synthetic_corpus import make_corpus, settings_for
+from tests.fixtures import TestCase
 
 
-class PretrainingLocalTest(tf.test.TestCase):
+class PretrainingLocalTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp_path = Path(self.create_tempdir().full_path)
-        self.corpus = make_corpus(self.tmp_path)
+        self.folder = self.tmp_path()
+        self.corpus = make_corpus(self.folder)
 
     def test_failure_mid_run_keeps_finished_shards_and_removes_temporaries(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         stage_chunk = local._stage_chunk
 
         def failing_at_chunk_4(task):

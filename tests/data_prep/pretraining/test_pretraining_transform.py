@@ -3,7 +3,6 @@
 import contextlib
 import io
 import os
-from pathlib import Path
 
 import tensorflow as tf
 
@@ -11,6 +10,7 @@ from data_prep.pretraining import shards as shards_lib
 from data_prep.pretraining import transform
 from data_prep.pretraining.local import create_pretraining_data
 from tests.data_prep.synthetic_corpus import make_corpus, settings_for
+from tests.fixtures import TestCase
 
 
 def _all_chunk_records(settings):
@@ -29,15 +29,15 @@ def _all_chunk_records(settings):
     return records, statistics
 
 
-class PretrainingTransformTest(tf.test.TestCase):
+class PretrainingTransformTest(TestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp_path = Path(self.create_tempdir().full_path)
-        self.corpus = make_corpus(self.tmp_path)
+        self.folder = self.tmp_path()
+        self.corpus = make_corpus(self.folder)
 
     def test_transform_writes_nothing_and_repeats_its_records(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         self.enter_context(contextlib.chdir(tmp_path))
         before = sorted(os.walk(tmp_path))
         settings = settings_for(self.corpus, tmp_path / "out" / "data.tfrecord")
@@ -53,7 +53,7 @@ class PretrainingTransformTest(tf.test.TestCase):
         self.assertLen(example.features.feature["input_ids"].int64_list.value, 32)
 
     def test_one_shard_holds_the_transform_records_in_chunk_order(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         settings = settings_for(self.corpus, tmp_path / "out" / "data.tfrecord",
                                 num_output_shards=1)
         summary = create_pretraining_data(settings, io.StringIO())
@@ -64,7 +64,7 @@ class PretrainingTransformTest(tf.test.TestCase):
         self.assertEqual(summary.instances, len(expected))
 
     def test_other_seed_other_records(self):
-        tmp_path = self.tmp_path
+        tmp_path = self.folder
         records, _ = _all_chunk_records(settings_for(self.corpus, tmp_path / "x"))
         reseeded, _ = _all_chunk_records(settings_for(self.corpus, tmp_path / "x", random_seed=7))
         self.assertTrue(records)

@@ -1,4 +1,4 @@
-"""The runners keep freed heap pages instead of faulting them in again every step."""
+"""Commands keep freed heap pages instead of faulting them in again every step."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from unittest import mock
 import tensorflow as tf
 from absl.testing import parameterized
 
-from cli import entry, host_memory
+from core import host_memory, program
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ _HEAP_ROUNDS = textwrap.dedent("""
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     if sys.argv[1] == "keep":
-        from cli.host_memory import keep_freed_heap_pages
+        from core.host_memory import keep_freed_heap_pages
         assert keep_freed_heap_pages()
     def one_round():
         blocks = [libc.malloc(64 * 1024) for _ in range(256)]
@@ -71,14 +71,14 @@ class HostMemoryTest(tf.test.TestCase, parameterized.TestCase):
         self.enter_context(mock.patch.dict(os.environ, {"MALLOC_TOP_PAD_": "0"}))
         self.assertIs(host_memory.keep_freed_heap_pages(), False)
 
-    def test_the_runners_entry_point_sets_it_before_main_runs(self):
+    def test_the_program_edge_sets_it_before_flags_and_main(self):
         calls = []
-        self.enter_context(mock.patch.object(entry, "keep_freed_heap_pages",
+        self.enter_context(mock.patch.object(program, "keep_freed_heap_pages",
                                              lambda: calls.append("keep")))
-        self.enter_context(mock.patch.object(entry.app, "run",
+        self.enter_context(mock.patch.object(program.app, "run",
                                              lambda main: calls.append("main")))
-        entry.run(lambda argv: None)
-        self.assertEqual(calls, ["keep", "main"])
+        program.run_command(lambda: calls.append("flags"), lambda argv: None, __name__)
+        self.assertEqual(calls, ["keep", "flags", "main"])
 
 
 if __name__ == "__main__":

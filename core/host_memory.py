@@ -14,8 +14,8 @@ allocations, not the machine.
 
 It has to be set before TensorFlow starts its threads, which create their
 own heaps: set after the model was built, the same padding made that step
-fault more (34,000 per step) and slower. So the runners' entry point sets
-it first thing (`cli.entry.run`).
+fault more (34,000 per step) and slower. So every command's program edge
+sets it first thing (`core.program.run_command`).
 
 The padding bounds what malloc keeps unused at the top of each heap; memory
 in use is unchanged. Other C libraries (musl, macOS) have no such setting
