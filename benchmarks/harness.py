@@ -256,3 +256,20 @@ def write_report(name: str, report: str, results_dir: Path = RESULTS_DIR) -> Pat
     print(report)
     print(f"written to {path}")
     return path
+
+
+def write_section(path: Path, title: str, intro: str, label: str, text: str) -> None:
+    """Puts `text` in the results file `path` under the heading `## <label>`, replacing that
+    label's old section and keeping the others (e.g. a profile "before" and "after" a change).
+
+    The file is `# <title>`, then `intro`, then the sections; it is replaced whole.
+    """
+    sections = {}
+    if path.exists():
+        for part in path.read_text(encoding="utf-8").split("\n## ")[1:]:
+            sections[part.split("\n", 1)[0].strip()] = "## " + part.rstrip() + "\n"
+    sections[label] = text
+    content = "\n".join([f"# {title}", "", intro.strip(), ""] + list(sections.values()))
+    temporary = path.with_suffix(path.suffix + ".partial")
+    temporary.write_text(content, encoding="utf-8")
+    temporary.replace(path)
