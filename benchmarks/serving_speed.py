@@ -37,7 +37,7 @@ waits for needs); PyTorch with `torch.set_num_threads(2)` and
 
     make bench   (or: .venv-bench/bin/python benchmarks/serving_speed.py
                   [--models=minilm,base] [--rounds=N] [--parts=encoder,latency,accuracy]
-                  [--baseline=CHECKOUT])
+                  [--systems=ours,ort,...] [--batches=1,32] [--baseline=CHECKOUT])
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ TEXT_SYSTEMS = ("ours", "ours_int8", "ort", "ort_nospin", "ort_int8", "ort_int8_
 # Systems that differ from another only in how they run: their accuracy is that one's.
 ACCURACY_SYSTEMS = ("ours", "ours_int8", "ort", "ort_int8", "hf_torch")
 UNAVAILABLE = "not available in this build"
+# A summary cell with none of its column's systems timed (not asked for, or unavailable).
+NOT_MEASURED = "not measured"
 
 
 # ----------------------------------------------------------------------------- pure logic
@@ -150,7 +152,7 @@ def summary_rows(rates: dict[tuple[str, int], dict[str, float]]) -> list[list[st
         for column, systems in COLUMNS.items():
             found = best(by_system, systems)
             if found is None:
-                cells.append(UNAVAILABLE)
+                cells.append(NOT_MEASURED)
                 continue
             name, values[column] = found
             suffix = f" ({SYSTEMS[name].setting})" if SYSTEMS[name].setting else ""
@@ -297,20 +299,23 @@ def start_workers(names: Sequence[str], spec: dict, log_dir: Path,
 
 
 def measure_encoders(model: str, folder: Path, onnx: Path, rounds: int, log_dir: Path,
-                     notes: dict[str, str], baseline: str | None = None
+                     notes: dict[str, str], baseline: str | None = None,
+                     systems: Sequence[str] = ENCODER_SYSTEMS, batches: Sequence[int] = BATCHES
                      ) -> tuple[dict[tuple[str, int, str], list[float]],
                                 dict[tuple[str, int, str], list[float]]]:
     """Seconds per call of every available system at each batch, one entry per round, on
     the clock and in CPU time."""
     print(f"{MODELS[model]}: encoder throughput", flush=True)
-    names = ENCODER_SYSTEMS + (("baseline", "baseline_xla") if baseline else ())
+    names = tuple(systems) + (tuple(name for name in ("baseline", "baseline_xla")
+                                    if name.replace("baseline", "ours") in systems)
+                              if baseline else ())
     workers = start_workers(names, {"kind": "encoder", "folder": str(folder),
                                     "onnx": str(onnx), "baseline": baseline}, log_dir, notes)
     seconds: dict[tuple[str, int, str], list[float]] = {}
     cpu_seconds: dict[tuple[str, int, str], list[float]] = {}
     try:
         for index in range(rounds):
-            for batch in BATCHES:
+            for batch in batches:
                 for name, worker in workers.items():
                     calls = calls_for(worker.ready["per_call"][str(batch)])
                     answer = worker.ask({"batch": batch, "calls": calls})
@@ -431,6 +436,13 @@ def main() -> None:
                         help=f"comma-separated, from {', '.join(MODELS)}")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated, from {', '.join(PARTS)}")
+    parser.add_argument("--systems", default=",".join(ENCODER_SYSTEMS),
+                        help="comma-separated encoder systems, from "
+                             f"{', '.join(ENCODER_SYSTEMS)} (with --baseline, the baseline "
+                             "checkout's ours and ours_xla follow these)")
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)),
+                        help=f"comma-separated encoder batch sizes, from "
+                             f"{', '.join(map(str, BATCHES))}")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
     parser.add_argument("--name", default="serving_speed", help="results file stem")
     parser.add_argument("--baseline", help="root of another checkout (e.g. the commit "
@@ -439,6 +451,9 @@ def main() -> None:
     try:
         models = parse_choices(args.models, tuple(MODELS), "models")
         parts = parse_choices(args.parts, PARTS, "parts")
+        systems = parse_choices(args.systems, ENCODER_SYSTEMS, "systems")
+        batches = [int(batch) for batch in parse_choices(
+            args.batches, tuple(map(str, BATCHES)), "batches")]
     except ValueError as error:
         parser.error(str(error))
     if args.rounds < 1:
@@ -466,7 +481,7 @@ def main() -> None:
                     f"{key} {value}" for key, value in fusion.items())
                 seconds, cpu_seconds = measure_encoders(model, folder, onnx, args.rounds,
                                                         Path(logs), results["notes"],
-                                                        args.baseline)
+                                                        args.baseline, systems, batches)
                 results["encoder"].update(seconds)
                 results["encoder_cpu"].update(cpu_seconds)
         if "latency" in parts or "accuracy" in parts:

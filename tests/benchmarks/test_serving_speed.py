@@ -55,12 +55,12 @@ class ServingSpeedTest(TestCase):
                    ("minilm", 32, "ort_nospin"): [0.8, 0.8, 0.8]}
         rows = _rows(serving_speed.summary_table(serving_speed.rates_from(seconds)))
         batch_1 = rows["MiniLM L6/H384, batch 1"]
-        self.assertEqual(batch_1[1:], ["50.0", serving_speed.UNAVAILABLE, "25.0", "100.0", "20.0",
+        self.assertEqual(batch_1[1:], ["50.0", serving_speed.NOT_MEASURED, "25.0", "100.0", "20.0",
                                        "2.00x", "-"])
         batch_32 = rows["MiniLM L6/H384, batch 32"]
         self.assertEqual(batch_32[1], "32.0 (XLA)")  # XLA's 32/s beats plain 16/s
         self.assertEqual(batch_32[3], "40.0 (no spinning)")  # beats its spinning 20/s
-        self.assertEqual(batch_32[4], serving_speed.UNAVAILABLE)
+        self.assertEqual(batch_32[4], serving_speed.NOT_MEASURED)
         self.assertEqual(batch_32[6], "0.80x")
 
     def test_int8_ratio_divides_ours_int8_by_ort_int8(self):
@@ -117,6 +117,39 @@ class ServingSpeedTest(TestCase):
 
 
 class ServingWorkersTest(TestCase):
+
+    def test_encoder_systems_and_batches_can_be_chosen_and_the_baseline_follows_them(self):
+        """--systems=ours --batches=1 --baseline times ours and the baseline's plain encoder
+        only, at batch 1."""
+        asked = []
+
+        class FakeWorker:
+            ready = {"per_call": {"1": 0.5, "32": 4.0}}
+
+            def __init__(self, name):
+                self.name = name
+
+            def ask(self, request):
+                asked.append((self.name, request["batch"]))
+                return {"seconds": 0.5 * request["calls"], "cpu_seconds": request["calls"]}
+
+            def close(self):
+                pass
+
+        def start(names, spec, log_dir, notes):
+            return {name: FakeWorker(name) for name in names}
+
+        with mock.patch.object(serving_speed, "start_workers", side_effect=start), \
+                contextlib.redirect_stdout(io.StringIO()):
+            seconds, cpu = serving_speed.measure_encoders(
+                "minilm", Path("folder"), Path("onnx"), 2, Path("logs"), {}, "before",
+                systems=["ours"], batches=[1])
+        self.assertEqual(asked, [("ours", 1), ("baseline", 1)] * 2)
+        self.assertEqual(seconds[("minilm", 1, "baseline")], [0.5, 0.5])
+        self.assertEqual(cpu[("minilm", 1, "ours")], [1.0, 1.0])
+        with self.assertRaisesRegex(ValueError, r"--systems: unknown value\(s\) baseline"):
+            serving_speed.parse_choices("ours,baseline", serving_speed.ENCODER_SYSTEMS,
+                                        "systems")
 
     def test_every_process_times_the_same_inputs(self):
         first, second = serving_workers.encoder_inputs(3), serving_workers.encoder_inputs(3)
