@@ -27,7 +27,7 @@ test-fast: $(STAMP)
 # Benchmarks run peers (keras-hub, Hugging Face tokenizers) in their own environment.
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
-# Hugging Face PyTorch peers and references; torch lives only here.
+# Hugging Face PyTorch and ONNX Runtime peers and references; torch lives only here.
 REF_VENV := .venv-ref
 
 $(BENCH_STAMP): requirements.txt benchmarks/requirements.txt pyproject.toml
@@ -43,6 +43,7 @@ bench: $(BENCH_STAMP) $(REF_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/create_pretraining_data_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/training_speed.py
 	$(BENCH_VENV)/bin/python benchmarks/training_speed.py --precision=mixed_bfloat16
+	$(BENCH_VENV)/bin/python benchmarks/serving_speed.py
 
 # Accuracy against PyTorch references; torch lives only in .venv-ref.
 $(REF_VENV)/.installed: benchmarks/peers/requirements-torch.txt

@@ -15,9 +15,11 @@ TensorFlow or any peer installed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
@@ -202,6 +204,48 @@ def render_report(title: str, description: str, info: dict[str, str],
     return "\n".join(parts) + "\n"
 
 
+class WorkerProcess:
+    """A benchmarked system in a process of its own, which answers each request line with one
+    JSON line on its stdout.
+
+    Its stderr goes to `log_path`; a worker that exits before answering
+    raises with the log's tail, so a crash in another environment reads as
+    what it was.
+    """
+
+    def __init__(self, name: str, command: Sequence[str], log_path: Path, environment: dict,
+                 cwd: Path):
+        self.name = name
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            text=True, env=environment, cwd=cwd)
+
+    def receive(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            self.log.flush()
+            tail = Path(self.log.name).read_text()[-3000:]
+            raise RuntimeError(f"{self.name} worker exited ({self.process.returncode}):\n{tail}")
+        return json.loads(line)
+
+    def request(self, line: str) -> dict:
+        """Sends one request line and returns the answer."""
+        try:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it has exited: `receive` says how
+        return self.receive()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=120)
+        self.log.close()
+
+
 def write_report(name: str, report: str, results_dir: Path = RESULTS_DIR) -> Path:
     """Writes `report` to `<results_dir>/<name>.md`, prints it and returns the path."""
     if not name or "/" in name or name.startswith("."):
@@ -212,3 +256,20 @@ def write_report(name: str, report: str, results_dir: Path = RESULTS_DIR) -> Pat
     print(report)
     print(f"written to {path}")
     return path
+
+
+def write_section(path: Path, title: str, intro: str, label: str, text: str) -> None:
+    """Puts `text` in the results file `path` under the heading `## <label>`, replacing that
+    label's old section and keeping the others (e.g. a profile "before" and "after" a change).
+
+    The file is `# <title>`, then `intro`, then the sections; it is replaced whole.
+    """
+    sections = {}
+    if path.exists():
+        for part in path.read_text(encoding="utf-8").split("\n## ")[1:]:
+            sections[part.split("\n", 1)[0].strip()] = "## " + part.rstrip() + "\n"
+    sections[label] = text
+    content = "\n".join([f"# {title}", "", intro.strip(), ""] + list(sections.values()))
+    temporary = path.with_suffix(path.suffix + ".partial")
+    temporary.write_text(content, encoding="utf-8")
+    temporary.replace(path)

@@ -189,18 +189,10 @@ def section(label: str, results: dict[str, dict]) -> str:
 
 def write_section(label: str, text: str, path: Path = RESULTS) -> None:
     """Puts `text` in the results file under `label`, replacing that label's old section."""
-    title = "# Where the training step's time goes"
-    body = "\n\n".join(part.strip() for part in __doc__.split("\n\n")[1:4])
-    sections = {}
-    if path.exists():
-        for part in path.read_text(encoding="utf-8").split("\n## ")[1:]:
-            sections[part.split("\n", 1)[0].strip()] = "## " + part.rstrip() + "\n"
-    sections[label] = text
-    content = "\n".join([title, "", body, ""] + [sections[key] for key in sections])
-    temporary = path.with_suffix(".md.partial")
-    temporary.write_text(content, encoding="utf-8")
-    temporary.replace(path)
-    print(content)
+    harness.write_section(path, "Where the training step's time goes",
+                          "\n\n".join(part.strip() for part in __doc__.split("\n\n")[1:4]),
+                          label, text)
+    print(path.read_text(encoding="utf-8"))
 
 
 def main() -> None:

@@ -32,30 +32,40 @@ TORCH_PYTHON = REPO / ".venv-ref" / "bin" / "python"
 
 
 def ours(model_dir: Path, data_dir: Path, pretrained: bool) -> float:
+    """Dev accuracy of our fine-tuning, in a folder removed afterwards."""
     with tempfile.TemporaryDirectory() as output:
-        command = [sys.executable, str(REPO / "run_classifier.py"), "--task_name=SST-2",
-                   f"--data_dir={data_dir}", f"--vocab_file={model_dir / 'vocab.txt'}",
-                   f"--bert_config_file={model_dir / 'config.json'}", f"--output_dir={output}",
-                   "--do_train", "--do_eval", "--export_saved_model=false",
-                   f"--num_train_epochs={EPOCHS}", f"--learning_rate={RATE}",
-                   f"--train_batch_size={BATCH}", f"--max_seq_length={LENGTH}",
-                   f"--random_seed={SEED}", "--eval_batch_size=64", "--log_every=100"]
-        if pretrained:
-            command.append(f"--init_checkpoint={model_dir}")
-        subprocess.run(command, check=True)
-        for line in (Path(output) / "eval_results.txt").read_text().splitlines():
-            key, _, value = line.partition(" = ")
-            if key == "eval_accuracy":
-                return float(value)
+        return finetune_ours(model_dir, data_dir, Path(output), pretrained)
+
+
+def finetune_ours(model_dir: Path, data_dir: Path, output: Path, pretrained: bool = True,
+                  export_saved_model: bool = False) -> float:
+    """Fine-tunes with `run_classifier.py` into `output` (kept); returns the dev accuracy."""
+    command = [sys.executable, str(REPO / "run_classifier.py"), "--task_name=SST-2",
+               f"--data_dir={data_dir}", f"--vocab_file={model_dir / 'vocab.txt'}",
+               f"--bert_config_file={model_dir / 'config.json'}", f"--output_dir={output}",
+               "--do_train", "--do_eval", f"--export_saved_model={export_saved_model}",
+               f"--num_train_epochs={EPOCHS}", f"--learning_rate={RATE}",
+               f"--train_batch_size={BATCH}", f"--max_seq_length={LENGTH}",
+               f"--random_seed={SEED}", "--eval_batch_size=64", "--log_every=100"]
+    if pretrained:
+        command.append(f"--init_checkpoint={model_dir}")
+    subprocess.run(command, check=True)
+    for line in (output / "eval_results.txt").read_text().splitlines():
+        key, _, value = line.partition(" = ")
+        if key == "eval_accuracy":
+            return float(value)
     raise RuntimeError("run_classifier.py wrote no eval_accuracy")
 
 
-def pytorch(model_dir: Path, data_dir: Path) -> float:
+def pytorch(model_dir: Path, data_dir: Path, save_dir: Path | None = None) -> float:
+    """Dev accuracy of Hugging Face's fine-tuning; the model is saved in `save_dir` if given."""
     environment = dict(os.environ, HF_HUB_OFFLINE="1", OMP_WAIT_POLICY="PASSIVE")
-    result = subprocess.run(
-        [str(TORCH_PYTHON), str(REPO / "benchmarks" / "peers" / "hf_sentiment_finetune.py"),
-         str(model_dir), str(data_dir), str(EPOCHS), str(RATE), str(BATCH), str(LENGTH),
-         str(SEED)], check=True, capture_output=True, text=True, env=environment)
+    command = [str(TORCH_PYTHON), str(REPO / "benchmarks" / "peers" / "hf_sentiment_finetune.py"),
+               str(model_dir), str(data_dir), str(EPOCHS), str(RATE), str(BATCH), str(LENGTH),
+               str(SEED)]
+    if save_dir is not None:
+        command.append(str(save_dir))
+    result = subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
     return json.loads(result.stdout.strip().splitlines()[-1])["dev_accuracy"]
 
 

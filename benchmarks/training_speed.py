@@ -447,7 +447,7 @@ def _answer(message: dict) -> None:
 
 # ----------------------------------------------------------------------------- driver
 
-class Worker:
+class Worker(harness.WorkerProcess):
     """One system's process; `round(steps)` times one round in it."""
 
     def __init__(self, system: str, case_name: str, precision: str, warmup: int,
@@ -455,33 +455,20 @@ class Worker:
         python = REF_PYTHON if system == "hf_torch" else Path(sys.executable)
         if not python.exists():
             raise OSError(f"{python} is missing: run `make .venv-ref/.installed` first")
-        environment = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
         self.system = system
-        self.log = open(log_dir / f"{case_name}-{system}.log", "w")
-        self.process = subprocess.Popen(
-            [str(python), __file__, f"--worker={system}", f"--cases={case_name}",
-             f"--precision={precision}", f"--warmup={warmup}"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=environment, cwd=ROOT)
-
-    def receive(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line:
-            self.process.wait()
-            self.log.flush()
-            tail = Path(self.log.name).read_text()[-3000:]
-            raise RuntimeError(f"{self.system} worker exited ({self.process.returncode}):\n{tail}")
-        return json.loads(line)
+        super().__init__(system, [str(python), __file__, f"--worker={system}",
+                                  f"--cases={case_name}", f"--precision={precision}",
+                                  f"--warmup={warmup}"],
+                         log_dir / f"{case_name}-{system}.log",
+                         # The torch environment has not installed this project: the worker
+                         # imports `benchmarks.harness` from this checkout.
+                         dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
+                              PYTHONPATH=os.pathsep.join(
+                                  filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))),
+                         ROOT)
 
     def round(self, steps: int) -> dict:
-        self.process.stdin.write(f"{steps}\n")
-        self.process.stdin.flush()
-        return self.receive()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            self.process.wait(timeout=120)
-        self.log.close()
+        return self.request(str(steps))
 
 
 def run_case(case_name: str, precision: str, rounds: int | None, log_dir: Path) -> dict:

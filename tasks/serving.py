@@ -20,6 +20,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from core.saved_models import KerasCall, write_saved_model
+from modeling.layers import fast_paths
 from modeling.pretrained import LABELS_FILE
 from text.sentence_pairs import pack_ragged
 
@@ -62,11 +63,27 @@ def fill_empty_rows(rows: tf.RaggedTensor, fill: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(padded, keep)
 
 
+def trim_padding(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """Packed features without the trailing positions that are padding in every row.
+
+    A classifier's outputs do not depend on padded positions (their keys are
+    masked out of every attention), but each costs as much as a real one:
+    one sentence of 20 pieces packed to 128 is 6 times the work. Packing keeps
+    the training layout; the model is then run on the longest row's length.
+    An empty batch keeps its packed length (it has no longest row).
+    """
+    lengths = tf.reduce_sum(features["input_mask"], axis=-1)
+    longest = tf.where(tf.size(lengths) > 0, tf.reduce_max(lengths),
+                       tf.shape(features["input_mask"])[-1])
+    return {name: value[..., :longest] for name, value in features.items()}
+
+
 def export(module: RawTextServing, path: str, signatures: dict) -> str:
     """Writes the SavedModel to `path` (replacing it, whole) with `labels.txt` inside."""
     labels = [label.decode("utf-8") for label in module.labels.numpy().tolist()]
     files = {LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else {}
-    return write_saved_model(module, path, signatures, extra_files=files)
+    with fast_paths.serving():
+        return write_saved_model(module, path, signatures, extra_files=files)
 
 
 class ClassifierServing(RawTextServing):
@@ -78,7 +95,7 @@ class ClassifierServing(RawTextServing):
         self.both_orders = getattr(model, "both_orders", False)
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = self._model(features, training=False)
+        logits = self._model(trim_padding(features), training=False)
         if self.is_regression:
             return {"score": logits}
         probabilities = tf.nn.softmax(logits, axis=-1)

@@ -4,9 +4,10 @@ Run by `benchmarks/sentiment_real_check.py` in the torch environment with
 the same split and hyperparameters as our run: AdamW (weight decay 0.01 off
 biases and LayerNorm), linear warmup over the first 10% of steps then linear
 decay, dropout 0.1, [CLS]-pooled classifier. Prints one JSON line with the
-dev accuracy.
+dev accuracy. With SAVE_DIR, the fine-tuned model and its tokenizer are saved
+there (`save_pretrained`), for `benchmarks/serving_speed.py` to serve.
 
-    python hf_sentiment_finetune.py MODEL_DIR DATA_DIR EPOCHS LR BATCH LENGTH SEED
+    python hf_sentiment_finetune.py MODEL_DIR DATA_DIR EPOCHS LR BATCH LENGTH SEED [SAVE_DIR]
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ def main() -> None:
         for start in range(0, len(dev_texts), 64):
             logits = model(**encode(dev_texts[start:start + 64])).logits
             correct += (logits.argmax(-1) == torch.tensor(dev_labels[start:start + 64])).sum()
+    if len(sys.argv) > 8:
+        model.save_pretrained(sys.argv[8])
+        tokenizer.save_pretrained(sys.argv[8])
     print(json.dumps({"dev_accuracy": float(correct) / len(dev_texts), "steps": steps}))
 
 

@@ -86,10 +86,12 @@ class SelfAttention(int8.Quantizable, ConfigurableLayer):
         return self.call(hidden_states, bias, training=training, **kwargs)
 
     def _project(self, inputs, name: str, order: tuple | None = None):
-        """`inputs` [..., hidden] times a kernel, plus its bias.
+        """`inputs` [rows, hidden] times a kernel, plus its bias.
 
-        Quantized (`inputs` are `int8.QuantizedRows`), `order` splits the
-        result into heads in that order, in the rescaling's pass.
+        In float the inputs are 2-D rows, whose product TensorFlow's oneDNN
+        rewrite fuses with the bias add. Quantized (`inputs` are
+        `int8.QuantizedRows`), `order` splits the result into heads in that
+        order, in the rescaling's pass.
         """
         kernel_bias = getattr(self, f"{name}_bias")
         if isinstance(inputs, int8.QuantizedRows):
@@ -124,9 +126,10 @@ class SelfAttention(int8.Quantizable, ConfigurableLayer):
         def heads(inputs, rows, name, order):
             if self.quantization_mode:
                 return self._project(inputs, name, order)
-            projected = self._project(inputs, name)
-            return ops.transpose(
-                ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order)
+            projected = self._project(ops.reshape(inputs, (-1, self.hidden_size)), name)
+            return fast_paths.transpose(
+                ops.reshape(projected, (batch, rows, self.num_heads, self.head_size)), order,
+                training)
 
         query = heads(queries_from, query_length, "query", (0, 2, 1, 3))  # [b, heads, q, size]
         key = heads(keys_from, length, "key", (0, 2, 3, 1))  # [b, heads, size, k]
@@ -150,9 +153,9 @@ class SelfAttention(int8.Quantizable, ConfigurableLayer):
         if self.quantization_mode:  # rearranged as it is quantized
             output = self._project(int8.quantize_rows(context, from_heads=True), "output")
         else:
-            context = ops.transpose(context, (0, 2, 1, 3))  # [b, q, heads, size]
-            context = ops.reshape(context, (batch, query_length, self.hidden_size))
-            output = self._project(context, "output")
+            context = fast_paths.transpose(context, (0, 2, 1, 3), training)  # [b, q, heads, size]
+            output = self._project(ops.reshape(context, (-1, self.hidden_size)), "output")
+            output = ops.reshape(output, (batch, query_length, self.hidden_size))
         if return_probabilities:
             return output, probabilities
         return output

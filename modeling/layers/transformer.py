@@ -87,7 +87,10 @@ class TransformerBlock(ConfigurableLayer):
                                           full_shape=every_position)
         hidden_states = ops.cast(self.attention_layer_norm(hidden_states + attended),
                                  self.compute_dtype)
-        expanded = self.output_dense(self.intermediate(hidden_states))
+        # 2-D products, into which TensorFlow's oneDNN rewrite fuses the bias adds.
+        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
+        expanded = ops.reshape(self.output_dense(self.intermediate(rows)),
+                               tf.shape(hidden_states))
         expanded = self.output_dropout(expanded, training=training,
                                        output_positions=output_positions,
                                        full_shape=every_position)

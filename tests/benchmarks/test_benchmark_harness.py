@@ -1,6 +1,8 @@
 """The benchmark harness: medians, ratios, tables and report files."""
 
 import itertools
+import os
+import sys
 
 import tensorflow as tf
 
@@ -67,6 +69,25 @@ class BenchmarkHarnessTest(TestCase):
         self.assertIn("- a note", text)
         with self.assertRaisesRegex(ValueError, "plain file stem"):
             harness.write_report("../escape", report, results_dir=tmp_path)
+
+    def test_worker_process_answers_each_request_and_reports_its_crash(self):
+        tmp_path = self.tmp_path()
+        echo = ("import json, sys\n"
+                "for line in sys.stdin:\n"
+                "    print(json.dumps({'got': line.strip()}), flush=True)\n")
+        worker = harness.WorkerProcess("echo", [sys.executable, "-c", echo],
+                                       tmp_path / "echo.log", dict(os.environ), tmp_path)
+        self.assertEqual(worker.request("3"), {"got": "3"})
+        self.assertEqual(worker.request('{"batch": 1}'), {"got": '{"batch": 1}'})
+        worker.close()
+        self.assertEqual(worker.process.returncode, 0)
+        crash = "import sys; sys.exit('no model here')"
+        worker = harness.WorkerProcess("broken", [sys.executable, "-c", crash],
+                                       tmp_path / "broken.log", dict(os.environ), tmp_path)
+        worker.process.wait()  # gone before the request: the pipe is broken too
+        with self.assertRaisesRegex(RuntimeError, r"broken worker exited \(1\):\nno model here"):
+            worker.request("1")
+        worker.close()
 
 
 if __name__ == "__main__":

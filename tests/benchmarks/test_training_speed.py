@@ -1,5 +1,10 @@
 """The training benchmark's and profiler's own logic: data, FLOPs, checks, tables, op classes."""
 
+import os
+import sys
+from pathlib import Path
+from unittest import mock
+
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -83,6 +88,19 @@ class TrainingSpeedTest(TestCase, parameterized.TestCase):
         self.assertIn("0.800 -> 0.300", rows["HF PyTorch"])
         self.assertIn("1.00, 2.00, 3.00", text)
         self.assertIn("mixed_bfloat16 matmul 100 GFLOP/s", text)
+
+    def test_the_torch_worker_imports_this_checkout(self):
+        """The torch environment does not install the project, yet its worker imports
+        `benchmarks.harness`: the checkout goes on its PYTHONPATH."""
+        log_dir = self.tmp_path()
+        with mock.patch.dict(os.environ), \
+                mock.patch.object(training_speed, "REF_PYTHON", Path(sys.executable)), \
+                mock.patch("subprocess.Popen") as popen:
+            os.environ.pop("PYTHONPATH", None)
+            training_speed.Worker("hf_torch", "finetune_minilm_64", "float32", 1, log_dir).close()
+        environment = popen.call_args.kwargs["env"]
+        self.assertIn(str(training_speed.ROOT), environment["PYTHONPATH"].split(os.pathsep))
+        self.assertEqual(environment["OMP_WAIT_POLICY"], "PASSIVE")
 
     @parameterized.parameters([
         ("bert_pretrainer_1/bert_1/layer_0_1/attention_1/MatMul", "_MklBatchMatMulV2", "attention"),

@@ -1,6 +1,7 @@
 """The layers' fast paths compute what the plain formulation computes: outputs, gradients,
 dropout masks and the output positions a caller reads, eager and under XLA."""
 
+import contextlib
 import math
 from unittest import mock
 
@@ -136,6 +137,59 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         op_types = {op.type for op in gradients.get_concrete_function().graph.get_operations()}
         self.assertFalse(op_types & {"ConcatV2", "StridedSlice", "StridedSliceGrad", "Einsum"})
         self.assertIn("BatchMatMulV2", op_types)
+
+    @parameterized.parameters([((0, 2, 1, 3),), ((0, 2, 3, 1),)])
+    def test_inference_transposes_are_einsums_with_the_same_values(self, permutation):
+        """Outside XLA in inference: an einsum, bit for bit the transpose; a Transpose else."""
+        x = tf.constant(RNG.normal(size=(B, S, HEADS, H // HEADS)).astype("float32"))
+
+        def traced(training):
+            function = tf.function(lambda: fast_paths.transpose(x, permutation, training))
+            types = {op.type for op in function.get_concrete_function().graph.get_operations()}
+            return function().numpy(), types
+
+        expected = np.transpose(x.numpy(), permutation)
+        values, types = traced(training=False)
+        self.assertAllEqual(values, expected)
+        self.assertIn("Einsum", types)
+        self.assertNotIn("Transpose", types)
+        for context, training in ((contextlib.nullcontext(), True), (fast_paths.disabled(), False)):
+            with context:
+                values, types = traced(training)
+            self.assertAllEqual(values, expected)
+            self.assertIn("Transpose", types)
+            self.assertNotIn("Einsum", types)
+
+    def test_inference_products_feed_their_bias_adds_directly(self):
+        """Each of a block's six products is 2-D and read by its bias add, with no reshape
+        between (TensorFlow's oneDNN rewrite fuses only that pattern); traced for serving,
+        the adds are `BiasAdd`s and the GELU after the first feed-forward product is inline,
+        and the block computes what it computes otherwise."""
+        block = TransformerBlock(H, HEADS, FFN)
+        block.build()
+        x = tf.constant(RNG.normal(size=(B, S, H)).astype("float32"))
+        bias = attention_bias(padded_mask())
+
+        def traced():
+            function = tf.function(lambda: block(x, bias, training=False))
+            return function.get_concrete_function().graph.get_operations(), function()
+
+        for context, add, compiled_gelu in ((contextlib.nullcontext(), "AddV2", True),
+                                            (fast_paths.serving(), "BiasAdd", False)):
+            with context:
+                operations, output = traced()
+            products = [op for op in operations if op.type == "MatMul"]
+            self.assertLen(products, 6)
+            for product in products:
+                self.assertEqual(product.outputs[0].shape.rank, 2, product.name)
+                self.assertIn(add, [consumer.type for consumer in product.outputs[0].consumers()],
+                              product.name)
+            types = {op.type for op in operations}
+            self.assertEqual("PartitionedCall" in types, compiled_gelu)
+            self.assertEqual(bool(types & {"Erf", "Erfc"}), not compiled_gelu)
+            if compiled_gelu:
+                expected = output
+        self.assertAllClose(output, expected, rtol=1e-5, atol=1e-5)
 
     def test_attend_gradient_equals_the_softmax_dropout_product_chain(self):
         """The softmax's row sums taken from the context give the same gradients."""

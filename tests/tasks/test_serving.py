@@ -2,10 +2,13 @@
 
 import os
 import stat
+from unittest import mock
 
 import tensorflow as tf
 from absl.testing import parameterized
 
+from modeling.layers.activations import get_activation
+from tasks import serving
 from tasks.serving import ClassifierServing, export_classifier
 from tests.fixtures import TestCase
 from text.sentence_pairs import pack
@@ -22,6 +25,14 @@ class _EchoesInputs:
 
     def __call__(self, features, training=False):
         return tf.cast(tf.stack([features[key] for key in KEYS], axis=1), tf.float32)
+
+
+def _gelu_is_compiled_separately() -> bool:
+    """Whether GELU traced now is a call of its own XLA-compiled function (no inline ops)."""
+    x = tf.zeros([2, 3])
+    function = tf.function(lambda: get_activation("gelu")(x))
+    types = {op.type for op in function.get_concrete_function().graph.get_operations()}
+    return not types & {"Erf", "Erfc"}
 
 
 def _expected(tokenizer, text_a, text_b):
@@ -45,9 +56,15 @@ class ServingPackingTest(TestCase, parameterized.TestCase):
         cls.module = ClassifierServing(_EchoesInputs(), cls.tokenizer, LENGTH, labels=None)
 
     def _assert_packed_as_in_training(self, served, pairs):
-        for row, (text_a, text_b) in enumerate(pairs):
+        """Training's packing, without the padding columns that no row of the batch uses."""
+        expected = [_expected(self.tokenizer, text_a, text_b) for text_a, text_b in pairs]
+        longest = max(sum(mask) for _, mask, _ in expected)
+        self.assertEqual(served.shape[-1], longest)
+        for row, pair in enumerate(pairs):
+            self.assertTrue(all(value == 0 for column in expected[row]
+                                for value in column[longest:]), pair)
             self.assertEqual(served[row].astype(int).tolist(),
-                             _expected(self.tokenizer, text_a, text_b), (text_a, text_b))
+                             [column[:longest] for column in expected[row]], pair)
 
     def test_pairs_pack_as_in_training(self):
         pairs = [("the cat sat", ""), ("the cat sat", "  "), ("the cat sat on the mat", "a dog"),
@@ -70,6 +87,12 @@ class ServingPackingTest(TestCase, parameterized.TestCase):
         cat, sat, dog = (self.tokenizer.vocab[word] for word in ("cat", "sat", "dog"))
         self.assertEqual(served[0][0].astype(int).tolist()[:7], [2, 4, cat, sat, 3, 9, dog])
 
+    def test_a_batch_is_served_at_its_longest_rows_length(self):
+        short, longer = ["the cat"], ["the cat", "the cat sat on the mat"]
+        self.assertEqual(self.module.serve_single(tf.constant(short))["score"].shape, (1, 3, 4))
+        self.assertEqual(self.module.serve_single(tf.constant(longer))["score"].shape,
+                         (2, 3, 8))  # [CLS] 6 words [SEP] fill the 8 positions
+
     def test_exported_model_packs_as_in_training(self):
         """The packing survives export: the reloaded signature runs it from the SavedModel graph."""
         path = export_classifier(_EchoesInputs(), self.tokenizer, LENGTH, None, pair=True,
@@ -80,6 +103,20 @@ class ServingPackingTest(TestCase, parameterized.TestCase):
             text_a=tf.constant([a for a, _ in pairs]),
             text_b=tf.constant([b for _, b in pairs]))["score"].numpy()
         self._assert_packed_as_in_training(served, pairs)
+
+    def test_exports_are_traced_without_separately_compiled_functions(self):
+        """XLA would compile those anew for every batch size and length a request brings."""
+        traced_compiled = []
+
+        def record(module, path, signatures, extra_files):
+            traced_compiled.append(_gelu_is_compiled_separately())
+            return path
+
+        with mock.patch.object(serving, "write_saved_model", side_effect=record):
+            export_classifier(_EchoesInputs(), self.tokenizer, LENGTH, None, pair=False,
+                              path=os.path.join(self.create_tempdir().full_path, "exported"))
+        self.assertEqual(traced_compiled, [False])
+        self.assertTrue(_gelu_is_compiled_separately())  # elsewhere, as before
 
     def test_columns_of_different_lengths_are_one_readable_error(self):
         """They once aborted the serving process (std::length_error in the packer)."""

@@ -1,0 +1,505 @@
+"""Serving speed side by side: ours against ONNX Runtime and Hugging Face PyTorch, on CPU.
+
+Three measures, every system in its own process
+(`benchmarks/serving_workers.py`), built one after the other, then timed in
+interleaved rounds (A B C A B C ...) so that load from other work on the
+machine falls on every system alike; each system's median round counts.
+(1) Encoder throughput at batch 1 and 32, sequence length 128, on the same
+random token ids: the real MiniLM (L6/H384) and a BERT-Base-size model
+(L12/H768, random weights). (2) End-to-end latency from one raw sentence to
+its label, on the fine-tuned MiniLM sentiment classifiers, over the same
+dev-set sentences in every system. (3) Each system's accuracy on the
+1,000-sentence Pang & Lee dev set.
+
+Systems: ours in float32, through one `tf.function` for any batch and
+length, traced as served graphs are (`modeling.layers.fast_paths.serving`),
+without and with XLA (the better counts), and after
+`model.quantize("int8")` when this build can quantize the model; end to end, our SavedModel on strings as
+`run_classifier.py` exports it (`tasks.serving.export_classifier`), which
+packs to the fine-tuning's 64 tokens and runs the model at the longest
+row's length. ONNX Runtime on the Hugging Face folder exported by
+`torch.onnx.export` (eager attention), fused by
+`onnxruntime.transformers.optimizer`, in float32 and with
+`quantize_dynamic(..., QInt8)`; end to end behind Hugging Face's
+`tokenizers`, one sentence at its own length. Hugging Face transformers'
+PyTorch `BertModel` / `BertForSequenceClassification` with
+`BertTokenizerFast`. Ours serves our fine-tuning (`run_classifier.py`), the
+peers Hugging Face PyTorch's, of the same MiniLM with the same recipe
+(`benchmarks/sentiment_real_check.py`).
+
+Two threads each: TensorFlow with two intra-op threads and one inter-op
+thread (its default, one per core, would run two ops at once); ONNX Runtime
+with two intra-op threads and one inter-op thread, with its threads spinning
+while they wait (its default) and without (the better counts: on a machine
+that other work shares, a spinning thread holds a core that the thread it
+waits for needs); PyTorch with `torch.set_num_threads(2)` and
+`OMP_WAIT_POLICY=PASSIVE`.
+
+    make bench   (or: .venv-bench/bin/python benchmarks/serving_speed.py
+                  [--models=minilm,base] [--rounds=N] [--parts=encoder,latency,accuracy]
+                  [--systems=ours,ort,...] [--batches=1,32] [--baseline=CHECKOUT])
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+
+from benchmarks import harness  # noqa: E402
+
+MODELS = {"minilm": "MiniLM L6/H384", "base": "BERT-Base size L12/H768"}
+PARTS = ("encoder", "latency", "accuracy")
+BATCHES = (1, 32)
+ROUND_SECONDS = 1.5  # a round's length (at least one call)
+LATENCY_CALLS = 40  # sentences per latency round
+
+
+class System(NamedTuple):
+    """One row of the measurements: which system, in which precision and setting."""
+
+    label: str
+    system: str  # the worker's builder: ours, ort or hf_torch
+    int8: bool = False
+    xla: bool = False
+    spin: bool = True  # ONNX Runtime's threads spin while they wait (its default)
+
+    @property
+    def setting(self) -> str:
+        """What sets this row apart from its column's default, for the summary."""
+        return "XLA" if self.xla else "" if self.spin else "no spinning"
+
+
+# A summary column is the best of its systems.
+SYSTEMS = {
+    "ours": System("ours float32", "ours"),
+    "ours_xla": System("ours float32 + XLA", "ours", xla=True),
+    "ours_int8": System("ours int8", "ours", int8=True),
+    "ours_int8_xla": System("ours int8 + XLA", "ours", int8=True, xla=True),
+    "ort": System("ORT fused", "ort"),
+    "ort_nospin": System("ORT fused, no spinning", "ort", spin=False),
+    "ort_int8": System("ORT fused + int8", "ort", int8=True),
+    "ort_int8_nospin": System("ORT fused + int8, no spinning", "ort", int8=True, spin=False),
+    "hf_torch": System("HF PyTorch", "hf_torch"),
+    # With --baseline: our float32 encoder from another checkout, in the same rounds.
+    "baseline": System("ours float32, baseline checkout", "ours"),
+    "baseline_xla": System("ours float32 + XLA, baseline checkout", "ours", xla=True),
+}
+ENCODER_SYSTEMS = ("ours", "ours_xla", "ours_int8", "ours_int8_xla", "ort", "ort_nospin",
+                   "ort_int8", "ort_int8_nospin", "hf_torch")
+COLUMNS = {"ours float32": ("ours", "ours_xla"), "ours int8": ("ours_int8", "ours_int8_xla"),
+           "ORT fused": ("ort", "ort_nospin"), "ORT fused+int8": ("ort_int8", "ort_int8_nospin"),
+           "HF PyTorch": ("hf_torch",)}
+RATIOS = (("ours float32", "ORT fused"), ("ours int8", "ORT fused+int8"))
+TEXT_SYSTEMS = ("ours", "ours_int8", "ort", "ort_nospin", "ort_int8", "ort_int8_nospin",
+                "hf_torch")
+# Systems that differ from another only in how they run: their accuracy is that one's.
+ACCURACY_SYSTEMS = ("ours", "ours_int8", "ort", "ort_int8", "hf_torch")
+UNAVAILABLE = "not available in this build"
+# A summary cell with none of its column's systems timed (not asked for, or unavailable).
+NOT_MEASURED = "not measured"
+
+
+# ----------------------------------------------------------------------------- pure logic
+
+def parse_choices(text: str, allowed: Sequence[str], flag: str) -> list[str]:
+    """A comma-separated list of some of `allowed`, in the order given; else ValueError."""
+    chosen = [item for item in text.split(",") if item]
+    unknown = [item for item in chosen if item not in allowed]
+    if unknown or not chosen:
+        raise ValueError(f"--{flag}: unknown value(s) {', '.join(unknown) or '(none)'}; "
+                         f"expected some of {', '.join(allowed)}")
+    return chosen
+
+
+def calls_for(per_call: float, seconds: float = ROUND_SECONDS) -> int:
+    """How many calls make a round of about `seconds` (at least one)."""
+    return max(1, round(seconds / per_call))
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The nearest-rank percentile (`share` in (0, 1]) of the values."""
+    if not values or not 0 < share <= 1:
+        raise ValueError(f"need values and a share in (0, 1], got {len(values)} values, {share}")
+    ordered = sorted(values)
+    return ordered[math.ceil(share * len(ordered)) - 1]
+
+
+def best(rates: dict[str, float], systems: Sequence[str]) -> tuple[str, float] | None:
+    """The fastest of `systems` among those measured (absent = unavailable)."""
+    measured = [(rates[name], name) for name in systems if name in rates]
+    if not measured:
+        return None
+    rate, name = max(measured)
+    return name, rate
+
+
+def summary_rows(rates: dict[tuple[str, int], dict[str, float]]) -> list[list[str]]:
+    """One row per (model, batch): each column's best rate, then ours / ORT."""
+    rows = []
+    for (model, batch), by_system in rates.items():
+        cells, values = [f"{MODELS[model]}, batch {batch}"], {}
+        for column, systems in COLUMNS.items():
+            found = best(by_system, systems)
+            if found is None:
+                cells.append(NOT_MEASURED)
+                continue
+            name, values[column] = found
+            suffix = f" ({SYSTEMS[name].setting})" if SYSTEMS[name].setting else ""
+            cells.append(f"{values[column]:.1f}{suffix}")
+        for ours, peer in RATIOS:
+            cells.append(f"{values[ours] / values[peer]:.2f}x"
+                         if ours in values and peer in values else "-")
+        rows.append(cells)
+    return rows
+
+
+def summary_table(rates: dict[tuple[str, int], dict[str, float]]) -> str:
+    header = ["model, batch", *COLUMNS, *(f"{ours} / {peer}" for ours, peer in RATIOS)]
+    return harness.markdown_table(header, summary_rows(rates))
+
+
+def latency_table(latencies: dict[str, list[float] | None]) -> str:
+    """Median and 90th percentile of each system's per-sentence latency, in ms."""
+    rows = []
+    for name, seconds in latencies.items():
+        if seconds is None:
+            rows.append([SYSTEMS[name].label, UNAVAILABLE, "-", "-"])
+            continue
+        rows.append([SYSTEMS[name].label, f"{harness.median(seconds) * 1e3:.2f}",
+                     f"{percentile(seconds, 0.9) * 1e3:.2f}", str(len(seconds))])
+    return harness.markdown_table(["system", "median ms", "90th percentile ms", "sentences"],
+                                  rows)
+
+
+def accuracy_table(accuracies: dict[str, float | None], reported: dict[str, float]) -> str:
+    """Dev accuracy as each system serves it, beside what its fine-tuning reported."""
+    rows = []
+    for name, accuracy in accuracies.items():
+        trained_by = "ours" if SYSTEMS[name].system == "ours" else "hf_torch"
+        served = UNAVAILABLE if accuracy is None else f"{100 * accuracy:.1f}"
+        rows.append([SYSTEMS[name].label,
+                     "ours" if trained_by == "ours" else "Hugging Face PyTorch", served,
+                     f"{100 * reported[trained_by]:.1f}"])
+    return harness.markdown_table(["system", "fine-tuned by", "dev accuracy (%)",
+                                   "fine-tuning's own dev accuracy (%)"], rows)
+
+
+def measurements_table(seconds: dict[tuple[str, int, str], list[float]],
+                       cpu_seconds: dict[tuple[str, int, str], list[float]]) -> str:
+    """Every encoder timing: median, range over rounds, ms per call on the clock and in CPU."""
+    rows = []
+    for key, values in seconds.items():
+        model, batch, name = key
+        result = harness.Result(SYSTEMS[name].label, batch, tuple(values))
+        slowest, fastest = result.throughput_range
+        rows.append([f"{MODELS[model]}, batch {batch}", result.label,
+                     f"{result.throughput:.1f}", f"{slowest:.1f} - {fastest:.1f}",
+                     f"{result.median_seconds * 1e3:.1f}",
+                     f"{harness.median(cpu_seconds[key]) * 1e3:.1f}", str(len(values))])
+    return harness.markdown_table(["model, batch", "system", "sequences/s (median)",
+                                   "range over rounds", "ms per call", "CPU ms per call",
+                                   "rounds"], rows)
+
+
+def baseline_table(rates: dict[tuple[str, int], dict[str, float]]) -> str:
+    """This checkout's float32 encoder against the baseline checkout's, each at its better of
+    plain and XLA."""
+    rows = []
+    for (model, batch), by_system in rates.items():
+        ours, before = best(by_system, ("ours", "ours_xla")), best(
+            by_system, ("baseline", "baseline_xla"))
+        if ours is None or before is None:
+            continue
+        rows.append([f"{MODELS[model]}, batch {batch}", f"{before[1]:.1f}", f"{ours[1]:.1f}",
+                     f"{ours[1] / before[1]:.2f}x"])
+    return harness.markdown_table(["model, batch", "baseline checkout", "this checkout",
+                                   "this / baseline"], rows)
+
+
+def rates_from(seconds: dict[tuple[str, int, str], list[float]]
+               ) -> dict[tuple[str, int], dict[str, float]]:
+    """Sequences per second at each system's median round, by (model, batch)."""
+    rates: dict[tuple[str, int], dict[str, float]] = {}
+    for (model, batch, name), values in seconds.items():
+        rates.setdefault((model, batch), {})[name] = batch / harness.median(values)
+    return rates
+
+
+def command_line(argv: Sequence[str], executable: str, root: Path = ROOT) -> str:
+    """The command as run, with paths inside the repository relative to it (no machine paths)."""
+    def shown(path: str) -> str:
+        absolute = os.path.abspath(path)
+        inside = absolute.startswith(str(root) + os.sep)
+        return os.path.relpath(absolute, root) if inside else Path(path).name
+    words = [shown(executable), shown(argv[0]), *argv[1:]]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+# ----------------------------------------------------------------------------- workers
+
+class Worker(harness.WorkerProcess):
+    """One system's process (`benchmarks/serving_workers.py`); `ask` sends one request."""
+
+    def __init__(self, name: str, spec: dict, log_dir: Path):
+        from benchmarks import serving_models
+
+        setup = SYSTEMS[name]
+        spec = dict(spec, system=setup.system, int8=setup.int8, xla=setup.xla,
+                    spin=setup.spin)
+        if setup.system == "ours":
+            python = Path(sys.executable)
+            # This checkout's code (or the baseline's), whatever the environment has installed.
+            root = spec.pop("root", str(ROOT))
+            environment = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
+                               PYTHONPATH=os.pathsep.join(
+                                   filter(None, [root, os.environ.get("PYTHONPATH")])))
+        else:
+            python, environment = serving_models.ref_python(), serving_models.ref_environment()
+        super().__init__(name, [str(python), str(serving_models.WORKERS),
+                                f"--worker={json.dumps(spec)}"],
+                         log_dir / f"{spec['kind']}-{name}.log", environment, ROOT)
+        self.ready = self.receive()
+        print(f"  {setup.label}: " + ("ready" if self.ready["available"]
+                                      else f"{UNAVAILABLE} ({self.ready['note']})"), flush=True)
+
+    def ask(self, request: dict) -> dict:
+        return self.request(json.dumps(request))
+
+
+def start_workers(names: Sequence[str], spec: dict, log_dir: Path,
+                  notes: dict[str, str]) -> dict[str, Worker]:
+    """Starts the systems one after another (building in parallel would slow each);
+    those unavailable in this build are noted and closed. `spec["baseline"]` is the
+    baseline checkout's root, for the baseline systems."""
+    workers = {}
+    for name in names:
+        own = dict(spec)
+        baseline = own.pop("baseline", None)
+        if name.startswith("baseline"):
+            own["root"] = baseline
+        worker = Worker(name, own, log_dir)
+        if worker.ready["note"]:
+            notes[f"{SYSTEMS[name].label} ({spec['kind']})"] = worker.ready["note"]
+        if worker.ready["available"]:
+            workers[name] = worker
+        else:
+            worker.close()
+    return workers
+
+
+def measure_encoders(model: str, folder: Path, onnx: Path, rounds: int, log_dir: Path,
+                     notes: dict[str, str], baseline: str | None = None,
+                     systems: Sequence[str] = ENCODER_SYSTEMS, batches: Sequence[int] = BATCHES
+                     ) -> tuple[dict[tuple[str, int, str], list[float]],
+                                dict[tuple[str, int, str], list[float]]]:
+    """Seconds per call of every available system at each batch, one entry per round, on
+    the clock and in CPU time."""
+    print(f"{MODELS[model]}: encoder throughput", flush=True)
+    names = tuple(systems) + (tuple(name for name in ("baseline", "baseline_xla")
+                                    if name.replace("baseline", "ours") in systems)
+                              if baseline else ())
+    workers = start_workers(names, {"kind": "encoder", "folder": str(folder),
+                                    "onnx": str(onnx), "baseline": baseline}, log_dir, notes)
+    seconds: dict[tuple[str, int, str], list[float]] = {}
+    cpu_seconds: dict[tuple[str, int, str], list[float]] = {}
+    try:
+        for index in range(rounds):
+            for batch in batches:
+                for name, worker in workers.items():
+                    calls = calls_for(worker.ready["per_call"][str(batch)])
+                    answer = worker.ask({"batch": batch, "calls": calls})
+                    seconds.setdefault((model, batch, name), []).append(
+                        answer["seconds"] / calls)
+                    cpu_seconds.setdefault((model, batch, name), []).append(
+                        answer["cpu_seconds"] / calls)
+                print(f"  round {index + 1}/{rounds}, batch {batch}: " + ", ".join(
+                    f"{name} {batch / seconds[model, batch, name][-1]:.1f}/s"
+                    for name in workers), flush=True)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return seconds, cpu_seconds
+
+
+def measure_text(parts: Sequence[str], rounds: int, log_dir: Path, notes: dict[str, str],
+                 baseline: str | None = None
+                 ) -> tuple[dict[str, list[float] | None], dict[str, float | None]]:
+    """Per-sentence latencies (interleaved rounds) and dev accuracy of every text system."""
+    from benchmarks import serving_models
+    from benchmarks.sentiment_real_check import LENGTH
+
+    ours, hf = serving_models.finetuned_ours(), serving_models.finetuned_hf()
+    onnx = serving_models.onnx_models(hf, f"hf_minilm_pang_lee_{serving_models.RECIPE}",
+                                      "classifier")
+    print("fine-tuned MiniLM sentiment classifiers: latency and accuracy", flush=True)
+    names = TEXT_SYSTEMS + (("baseline",) if baseline else ())
+    latencies: dict[str, list[float] | None] = {name: None for name in names}
+    accuracies: dict[str, float | None] = {name: None for name in ACCURACY_SYSTEMS}
+    workers = {}
+    try:
+        for name in names:
+            folder = ours if SYSTEMS[name].system == "ours" else hf
+            workers.update(start_workers([name], {
+                "kind": "text", "folder": str(folder), "onnx": str(onnx), "length": LENGTH,
+                "dev": str(serving_models.dev_file()), "baseline": baseline}, log_dir, notes))
+        if "latency" in parts:
+            for index in range(rounds):
+                for name, worker in workers.items():
+                    answer = worker.ask({"op": "latency", "start": index * LATENCY_CALLS,
+                                         "calls": LATENCY_CALLS})
+                    latencies[name] = (latencies[name] or []) + answer["seconds"]
+                print(f"  round {index + 1}/{rounds}: " + ", ".join(
+                    f"{name} {harness.median(latencies[name]) * 1e3:.1f} ms"
+                    for name in workers), flush=True)
+        if "accuracy" in parts:
+            for name, worker in workers.items():
+                if name not in ACCURACY_SYSTEMS:
+                    continue
+                accuracies[name] = worker.ask({"op": "accuracy"})["accuracy"]
+                print(f"  {name}: dev accuracy {accuracies[name]:.4f}", flush=True)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return latencies, accuracies
+
+
+# ----------------------------------------------------------------------------- report
+
+def versions() -> dict[str, str]:
+    """Our libraries here, the peers' in the torch environment."""
+    from benchmarks import serving_models
+
+    info = {key: value for key, value in harness.machine_info(
+        ["tensorflow", "tensorflow-text", "keras"]).items()}
+    packages = ("torch", "transformers", "onnxruntime", "onnx", "tokenizers")
+    script = ("import json; from importlib import metadata; print(json.dumps("
+              f"{{p: metadata.version(p) for p in {packages!r}}}))")
+    try:
+        found = json.loads(subprocess.run([str(serving_models.ref_python()), "-c", script],
+                                          capture_output=True, text=True, check=True).stdout)
+    except (OSError, subprocess.CalledProcessError):
+        found = {package: "not installed" for package in packages}
+    info.update({f"{package} (torch environment)": version for package, version in found.items()})
+    return info
+
+
+def report(results: dict, info: dict[str, str]) -> str:
+    """The markdown results file."""
+    paragraphs = __doc__.split("\n\n")
+    parts = ["# Serving speed on CPU: ours, ONNX Runtime, Hugging Face PyTorch", "",
+             *(paragraph.strip() + "\n" for paragraph in paragraphs[1:4]), "## Machine", ""]
+    parts += [f"- {key}: {value}" for key, value in info.items()]
+    if results.get("encoder"):
+        parts += ["", "## Encoder throughput (sequences/s, sequence length 128)", "",
+                  "The better of each column's systems (XLA marked); the ratios divide ours "
+                  "by ONNX Runtime in the same precision.", "",
+                  summary_table(rates_from(results["encoder"]))]
+    if results.get("latency"):
+        parts += ["", "## End-to-end latency: one raw sentence to its label (batch 1)", "",
+                  latency_table(results["latency"])]
+        if results.get("baseline"):
+            parts += ["", f"The baseline checkout ({results['baseline']}) exports the "
+                      "classifier with its own code."]
+    if results.get("accuracy"):
+        parts += ["", "## Accuracy on Pang & Lee's dev set (1,000 sentences)", "",
+                  accuracy_table(results["accuracy"], results["reported"])]
+    if results.get("baseline") and results.get("encoder"):
+        parts += ["", "## This checkout against the baseline checkout", "",
+                  f"Our float32 encoder from {results['baseline']}, in the same rounds "
+                  "(sequences/s, the better of plain and XLA).", "",
+                  baseline_table(rates_from(results["encoder"]))]
+    if results.get("encoder"):
+        parts += ["", "## Every encoder measurement", "",
+                  "CPU ms per call counts every thread of the system's process, so a thread "
+                  "that spins while it waits counts too.", "",
+                  measurements_table(results["encoder"], results["encoder_cpu"])]
+    if results.get("notes"):
+        parts += ["", "## Notes", ""] + [f"- {key}: {value}"
+                                         for key, value in results["notes"].items()]
+    return "\n".join(parts) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, from {', '.join(MODELS)}")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated, from {', '.join(PARTS)}")
+    parser.add_argument("--systems", default=",".join(ENCODER_SYSTEMS),
+                        help="comma-separated encoder systems, from "
+                             f"{', '.join(ENCODER_SYSTEMS)} (with --baseline, the baseline "
+                             "checkout's ours and ours_xla follow these)")
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)),
+                        help=f"comma-separated encoder batch sizes, from "
+                             f"{', '.join(map(str, BATCHES))}")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
+    parser.add_argument("--name", default="serving_speed", help="results file stem")
+    parser.add_argument("--baseline", help="root of another checkout (e.g. the commit "
+                        "before a change) whose float32 encoder is timed in the same rounds")
+    args = parser.parse_args()
+    try:
+        models = parse_choices(args.models, tuple(MODELS), "models")
+        parts = parse_choices(args.parts, PARTS, "parts")
+        systems = parse_choices(args.systems, ENCODER_SYSTEMS, "systems")
+        batches = [int(batch) for batch in parse_choices(
+            args.batches, tuple(map(str, BATCHES)), "batches")]
+    except ValueError as error:
+        parser.error(str(error))
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.baseline and not (Path(args.baseline) / "modeling" / "encoder.py").is_file():
+        parser.error(f"--baseline: {args.baseline} is not a checkout of this project "
+                     "(no modeling/encoder.py)")
+
+    from benchmarks import serving_models
+    from data_prep.corpora.assets import minilm_dir
+
+    command = command_line(sys.argv, sys.executable)
+    load_before = os.getloadavg()
+    results: dict = {"notes": {}}
+    with tempfile.TemporaryDirectory(prefix="serving-speed-logs-") as logs:
+        if args.baseline:
+            results["baseline"] = f"`{os.path.basename(os.path.abspath(args.baseline))}`"
+        if "encoder" in parts:
+            results["encoder"], results["encoder_cpu"] = {}, {}
+            for model in models:
+                folder = minilm_dir() if model == "minilm" else serving_models.bert_base()
+                onnx = serving_models.onnx_models(folder, f"{model}_encoder")
+                fusion = json.loads((onnx / "fusion.json").read_text())
+                results["notes"][f"ORT fusion, {MODELS[model]}"] = ", ".join(
+                    f"{key} {value}" for key, value in fusion.items())
+                seconds, cpu_seconds = measure_encoders(model, folder, onnx, args.rounds,
+                                                        Path(logs), results["notes"],
+                                                        args.baseline, systems, batches)
+                results["encoder"].update(seconds)
+                results["encoder_cpu"].update(cpu_seconds)
+        if "latency" in parts or "accuracy" in parts:
+            results["latency"], results["accuracy"] = measure_text(
+                parts, args.rounds, Path(logs), results["notes"], args.baseline)
+            if "latency" not in parts:
+                del results["latency"]
+            if "accuracy" not in parts:
+                del results["accuracy"]
+            results["reported"] = serving_models.finetuned_accuracies(
+                serving_models.finetuned_ours(), serving_models.finetuned_hf())
+    info = versions()
+    info["threads per system"] = "2"
+    info["load average (1, 5, 15 min) before"] = ", ".join(f"{v:.2f}" for v in load_before)
+    info["load average (1, 5, 15 min) after"] = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    info["command"] = f"`{command}`"
+    harness.write_report(args.name, report(results, info))
+
+
+if __name__ == "__main__":
+    main()
