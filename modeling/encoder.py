@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -12,11 +15,12 @@ from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.settings import ConfigurableModel
 from modeling.layers.transformer import TransformerBlock
+from modeling.pretrained import Pretrained
 from modeling.quantization import QuantizableModel
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertEncoder(QuantizableModel, ConfigurableModel):
+class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
     """Maps `input_ids`, `input_mask`, `segment_ids` to contextual vectors.
 
     Returns a dict with `sequence_output` [batch, seq, hidden] and
@@ -161,6 +165,16 @@ class BertEncoder(QuantizableModel, ConfigurableModel):
             names.update(_layer_norm_names(f"{prefix}/output/LayerNorm",
                                            block.output_layer_norm))
         return names
+
+
+def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:
+    """The pre-trained encoder in `path`: `BertEncoder.from_pretrained(path, **kwargs)`.
+
+    Args:
+      path: a model name, folder or checkpoint.
+      **kwargs: as for `modeling.pretrained.load_task_model`.
+    """
+    return BertEncoder.from_pretrained(path, **kwargs)
 
 
 def _dense_names(prefix: str, dense: keras.layers.Dense) -> dict:

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
-from modeling.pretrained import load_config, load_tokenizer, model_files
+from modeling.pretrained import check_source, load_config, load_tokenizer, model_files
 from text.graph_checks import rows_differ, same_row_lengths
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
@@ -141,6 +141,39 @@ class BertPreprocessor(keras.layers.Layer):
         return {key: keras.KerasTensor((None, self.sequence_length), "int32")
                 for key in ENCODER_INPUTS}
 
+    @classmethod
+    def from_pretrained(cls, source: str | os.PathLike, sequence_length: int = 128,
+                        do_lower_case: bool | None = None) -> "BertPreprocessor":
+        """The preprocessor for the model in `source`: its vocabulary and casing.
+
+        Casing comes from the folder as `load_tokenizer` decides it, unless
+        `do_lower_case` is given: an uncased model fed cased pieces sees [UNK].
+        `sequence_length` must fit the position embeddings of the config beside
+        `source`, when there is one: longer rows would index past them.
+
+        Args:
+          source: a model name, folder or checkpoint, as the models'
+            `from_pretrained` take it.
+          sequence_length: tokens per packed row, [CLS] and [SEP] included.
+          do_lower_case: True or False to override the folder's casing.
+
+        Examples:
+
+        >>> preprocessor = BertPreprocessor.from_pretrained("uncased_L-12_H-768_A-12", 64)
+        >>> preprocessor(["a fine film"])["input_ids"].shape
+        TensorShape([1, 64])
+        """
+        check_source(source, "source")
+        if do_lower_case is not None and not isinstance(do_lower_case, bool):
+            raise TypeError(f"do_lower_case must be True, False or None (the folder's "
+                            f"casing), got {do_lower_case!r}")
+        if model_files(source)[0] is not None:
+            sequence_length = load_config(source).check_sequence_length(sequence_length)
+        tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
+        tokens = tokenizer.inv_vocab
+        return cls([tokens[index] for index in range(len(tokens))],
+                   do_lower_case=tokenizer.do_lower_case, sequence_length=sequence_length)
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.pop("trainable", None)
@@ -151,20 +184,8 @@ class BertPreprocessor(keras.layers.Layer):
 
 def load_preprocessor(source: str | os.PathLike, sequence_length: int = 128,
                       do_lower_case: bool | None = None) -> BertPreprocessor:
-    """The preprocessor for the model in `source` (a folder or checkpoint, as `load_encoder`).
-
-    Casing comes from the folder as `load_tokenizer` decides it, unless
-    `do_lower_case` is given: an uncased model fed cased pieces sees [UNK].
-    `sequence_length` must fit the position embeddings of the config beside
-    `source`, when there is one: longer rows would index past them.
-    """
-    if model_files(source)[0] is not None:
-        sequence_length = load_config(source).check_sequence_length(sequence_length)
-    tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
-    tokens = tokenizer.inv_vocab
-    return BertPreprocessor([tokens[index] for index in range(len(tokens))],
-                            do_lower_case=tokenizer.do_lower_case,
-                            sequence_length=sequence_length)
+    """`BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)`."""
+    return BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)
 
 
 def split_segments(inputs) -> tuple[tf.Tensor, tf.Tensor | None]:

@@ -37,7 +37,6 @@ import keras
 from core.atomic import write_atomically
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
-from modeling.encoder import BertEncoder
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
@@ -86,6 +85,35 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     return model
 
 
+class Pretrained:
+    """`from_pretrained` for a model class: one loader for every source, as keras-hub's
+    `from_preset`.
+
+    The encoder, the pre-trainer and every task model load the same way, so
+    each source works for all of them: a model name (Google's release or a
+    Hugging Face id, downloaded once), a Google, Hugging Face or own folder,
+    or a checkpoint path.
+    """
+
+    @classmethod
+    def from_pretrained(cls: type[ModelT], source: str | os.PathLike, **kwargs: Any) -> ModelT:
+        """This model built from the config in `source` and filled with its weights.
+
+        Args:
+          source: a model name, a folder or a checkpoint, as `--init_checkpoint`
+            takes it.
+          **kwargs: BertConfig fields to override (`hidden_dropout_prob=0.2`) and
+            the model's own arguments (`dtype="mixed_bfloat16"`); see
+            `load_task_model`.
+
+        Examples:
+
+        >>> encoder = BertEncoder.from_pretrained("uncased_L-12_H-768_A-12")
+        >>> pretrainer = BertPretrainer.from_pretrained("bert-base-uncased")
+        """
+        return load_task_model(cls, source, **kwargs)
+
+
 def load_labels(path: str | os.PathLike) -> list[str] | None:
     """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none."""
     for folder in _candidate_folders(path):
@@ -118,11 +146,6 @@ def _labels_for(model_class: type, path: str | os.PathLike, kwargs: dict) -> lis
     if kwargs.get("num_labels") is None:
         kwargs["num_labels"] = len(labels)
     return labels if kwargs["num_labels"] == len(labels) else None
-
-
-def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:
-    """The pre-trained encoder in `path`; `kwargs` as for `load_task_model`."""
-    return load_task_model(BertEncoder, path, **kwargs)
 
 
 def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -> FullTokenizer:

@@ -21,6 +21,7 @@ from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
 from modeling.layers import fast_paths
 from modeling.layers.settings import ConfigurableModel
+from modeling.pretrained import Pretrained
 from modeling.quantization import QuantizableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
@@ -88,7 +89,7 @@ def _sums(values: dict, weights) -> dict:
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(QuantizableModel, ConfigurableModel):
+class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
     """BERT with its pre-training heads, for one of three objectives.
 
     - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);

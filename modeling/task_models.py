@@ -29,22 +29,25 @@ import keras
 import numpy as np
 from keras import ops
 
-from core.arguments import check_integer, check_number
+from core.arguments import check_flag, check_integer, check_number
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin
 from modeling.heads import LeftToRightLMHead
 from core.record_schema import ENCODER_INPUTS
 from modeling.labels import check_label_names
+from modeling.multi_label import check_threshold
 from modeling.layers import int8
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import check_source, load_task_model
+from modeling.pretrained import Pretrained, check_source, load_config, model_files
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 from modeling.quantization import QuantizableModel
 from modeling.span_text import SpanTextMixin
 from modeling.text_tasks import TextTaskMixin
+
+DEFAULT_SEQUENCE_LENGTH = 128  # keras-hub's and the runners' default
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -88,7 +91,7 @@ class OutputProjection(int8.Quantizable, ConfigurableLayer):
                 f"{prefix}output_bias": self.output_bias}
 
 
-class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
+class _FineTuningModel(TextTaskMixin, Pretrained, QuantizableModel, ConfigurableModel):
     """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
 
     The config holds the BERT hyperparameters as a plain dict plus the
@@ -112,20 +115,42 @@ class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, sequence_length: int | None = None,
                         do_lower_case: bool | None = None, **kwargs: Any) -> "_FineTuningModel":
-        """This model on the encoder (or whole fine-tuned model) saved in `path`.
+        """This model on the encoder (or whole fine-tuned model) saved in `path`, taking text.
 
-        `path` is any folder or checkpoint `--init_checkpoint` takes; see
-        `modeling.pretrained.load_task_model` for `kwargs`. A `sequence_length`
-        attaches the folder's preprocessor, so the model takes raw text.
+        The folder's preprocessor comes attached, so `fit`, `evaluate` and
+        `predict` take raw text, as keras-hub's task models do. A source
+        without a vocabulary (a bare checkpoint) gives a model of packed
+        inputs only, unless `sequence_length` or `do_lower_case` ask for text.
+
+        Args:
+          path: a model name, folder or checkpoint, as `--init_checkpoint` takes it.
+          sequence_length: tokens per packed row; None: 128, or the model's
+            `max_position_embeddings` when that is smaller. A longer one than
+            the position embeddings is refused.
+          do_lower_case: True or False to override the folder's casing.
+          **kwargs: the model's arguments (`num_labels=2`) and BertConfig fields
+            to override; `preprocessor=None` for packed inputs only. See
+            `modeling.pretrained.load_task_model`.
+
+        Examples:
+
+        >>> model = BertClassifier.from_pretrained("uncased_L-12_H-768_A-12", num_labels=2)
+        >>> model.compile()
+        >>> model.fit(["a fine film", "a dull film"], [1, 0], epochs=1)
         """
         check_source(path)
-        if do_lower_case is not None and not isinstance(do_lower_case, bool):
-            raise TypeError(f"do_lower_case must be True, False or None (the folder's "
-                            f"casing), got {do_lower_case!r}")
-        if sequence_length is not None:
-            sequence_length = check_integer("sequence_length", sequence_length)
+        if "preprocessor" in kwargs:
+            if sequence_length is not None or do_lower_case is not None:
+                raise ValueError("give either preprocessor=... or sequence_length / "
+                                 "do_lower_case (which build the folder's preprocessor), "
+                                 "not both")
+        elif sequence_length is not None or do_lower_case is not None or \
+                model_files(path)[1] is not None:
+            if sequence_length is None:
+                config = kwargs.get("config") or load_config(path)
+                sequence_length = min(DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
             kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
-        return load_task_model(cls, path, **kwargs)
+        return super().from_pretrained(path, **kwargs)
 
     def build(self, input_shape=None):
         # Every weight exists once __init__ returns; a `.keras` reload calls this.
@@ -186,10 +211,19 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
 
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
                  lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
-                 label_names: list[str] | None = None, **kwargs):
+                 label_names: list[str] | None = None, multi_label: bool = False,
+                 threshold: float = 0.5, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         num_labels = check_integer("num_labels", num_labels)
         lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
+        multi_label = check_flag("multi_label", multi_label)
+        threshold = check_threshold(threshold)
+        if multi_label and num_labels < 2:
+            raise ValueError(f"multi_label=True needs num_labels >= 2, got {num_labels}: one "
+                             "yes/no label is a two-class single-label model")
+        if threshold != 0.5 and not multi_label:
+            raise ValueError(f"threshold={threshold} applies to multi_label=True; a "
+                             "single-label model predicts its most probable class")
         super().__init__(config, causal=causal, **kwargs)
         if lm_aux_weight and not causal:
             raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
@@ -198,7 +232,8 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
                              "model (causal=True); a bidirectional model sees both texts")
         self.keep_settings(num_labels=num_labels, lm_aux_weight=lm_aux_weight,
                            both_orders=both_orders, bilstm_units=bilstm_units,
-                           label_names=check_label_names(label_names, num_labels))
+                           label_names=check_label_names(label_names, num_labels),
+                           multi_label=multi_label, threshold=threshold)
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
         self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.classifier = OutputProjection(num_labels, self.summary_size,

@@ -48,7 +48,8 @@ import tensorflow as tf
 
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from modeling.pretrained import load_config, load_encoder, load_tokenizer
+from modeling.encoder import load_encoder
+from modeling.pretrained import load_config, load_tokenizer
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
