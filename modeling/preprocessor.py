@@ -28,6 +28,8 @@ from text.graph_checks import rows_differ, same_row_lengths
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
 
+DEFAULT_SEQUENCE_LENGTH = 128  # keras-hub's and the runners' default
+
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertPreprocessor(keras.layers.Layer):
@@ -42,7 +44,7 @@ class BertPreprocessor(keras.layers.Layer):
     """
 
     def __init__(self, vocabulary: Sequence[str], do_lower_case: bool = True,
-                 sequence_length: int = 128, **kwargs: Any):
+                 sequence_length: int = DEFAULT_SEQUENCE_LENGTH, **kwargs: Any):
         kwargs.setdefault("name", "bert_preprocessor")
         # Outputs are ids whatever the model computes in; a float policy would be misleading.
         kwargs.setdefault("dtype", "int32")
@@ -142,7 +144,7 @@ class BertPreprocessor(keras.layers.Layer):
                 for key in ENCODER_INPUTS}
 
     @classmethod
-    def from_pretrained(cls, source: str | os.PathLike, sequence_length: int = 128,
+    def from_pretrained(cls, source: str | os.PathLike, sequence_length: int | None = None,
                         do_lower_case: bool | None = None) -> "BertPreprocessor":
         """The preprocessor for the model in `source`: its vocabulary and casing.
 
@@ -154,7 +156,9 @@ class BertPreprocessor(keras.layers.Layer):
         Args:
           source: a model name, folder or checkpoint, as the models'
             `from_pretrained` take it.
-          sequence_length: tokens per packed row, [CLS] and [SEP] included.
+          sequence_length: tokens per packed row, [CLS] and [SEP] included;
+            None: 128 (keras-hub's and the runners' default), or the model's
+            `max_position_embeddings` when that is smaller.
           do_lower_case: True or False to override the folder's casing.
 
         Examples:
@@ -168,7 +172,12 @@ class BertPreprocessor(keras.layers.Layer):
             raise TypeError(f"do_lower_case must be True, False or None (the folder's "
                             f"casing), got {do_lower_case!r}")
         if model_files(source)[0] is not None:
-            sequence_length = load_config(source).check_sequence_length(sequence_length)
+            config = load_config(source)
+            if sequence_length is None:
+                sequence_length = min(DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
+            sequence_length = config.check_sequence_length(sequence_length)
+        elif sequence_length is None:
+            sequence_length = DEFAULT_SEQUENCE_LENGTH
         tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
         tokens = tokenizer.inv_vocab
         return cls([tokens[index] for index in range(len(tokens))],
@@ -182,7 +191,7 @@ class BertPreprocessor(keras.layers.Layer):
         return config
 
 
-def load_preprocessor(source: str | os.PathLike, sequence_length: int = 128,
+def load_preprocessor(source: str | os.PathLike, sequence_length: int | None = None,
                       do_lower_case: bool | None = None) -> BertPreprocessor:
     """`BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)`."""
     return BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)

@@ -41,13 +41,11 @@ from modeling.layers import int8
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import Pretrained, check_source, load_config, model_files
+from modeling.pretrained import Pretrained, check_source, model_files
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 from modeling.quantization import QuantizableModel
 from modeling.span_text import SpanTextMixin
 from modeling.text_tasks import TextTaskMixin
-
-DEFAULT_SEQUENCE_LENGTH = 128  # keras-hub's and the runners' default
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -146,9 +144,6 @@ class _FineTuningModel(TextTaskMixin, Pretrained, QuantizableModel, Configurable
                                  "not both")
         elif sequence_length is not None or do_lower_case is not None or \
                 model_files(path)[1] is not None:
-            if sequence_length is None:
-                config = kwargs.get("config") or load_config(path)
-                sequence_length = min(DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
             kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
         return super().from_pretrained(path, **kwargs)
 
