@@ -20,7 +20,19 @@ import tensorflow as tf
 
 
 class FitDiverged(ValueError):
-    """The loss or the gradients of a step in `fit` were not finite; the step was not applied."""
+    """The loss or the gradients of a step in `fit` were not finite; the step was not applied.
+
+    Args:
+      step: the step, counting the `fit` call's batches from 1.
+      loss: that step's loss (NaN or infinite, or finite with bad gradients).
+
+    Examples:
+
+    >>> try:
+    ...     model.fit(texts, labels)
+    ... except FitDiverged as error:
+    ...     print(error.step, error.loss)
+    """
 
     def __init__(self, step: int, loss: float):
         self.step, self.loss = step, loss

@@ -38,6 +38,20 @@ class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
     policy otherwise; so one model can compute in 16 bits while the rest of
     the program stays float32. LayerNorm and the attention softmax compute in
     float32 under every policy.
+
+    Args:
+      config: the encoder's hyperparameters.
+      causal: each position attends only to itself and earlier ones.
+      output_hidden_states: also return every layer's output.
+      output_attentions: also return every block's attention probabilities.
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> encoder = BertEncoder.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> preprocessor = BertPreprocessor.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> encoder(preprocessor(["a fine film"]))["pooled_output"].shape
+    TensorShape([1, 768])
     """
 
     def __init__(self, config: BertConfig, causal: bool = False,
@@ -173,6 +187,11 @@ def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:
     Args:
       path: a model name, folder or checkpoint.
       **kwargs: as for `modeling.pretrained.load_task_model`.
+
+    Examples:
+
+    >>> load_encoder("bert-base-uncased", dtype="mixed_bfloat16").config.hidden_size
+    768
     """
     return BertEncoder.from_pretrained(path, **kwargs)
 

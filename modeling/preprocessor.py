@@ -39,8 +39,20 @@ class BertPreprocessor(keras.layers.Layer):
     pairs (`[("a", "b"), ...]`); a scalar string (an unbatched dataset element)
     gives [sequence_length] rows. A pair whose second text has no token packs
     as a single text, as the runners do. `sequence_length` is an integer of at
-    least 3 ([CLS], a token, [SEP]); `load_preprocessor` also holds it to the
+    least 3 ([CLS], a token, [SEP]); `from_pretrained` also holds it to the
     model's `max_position_embeddings` (`BertConfig.check_sequence_length`).
+
+    Args:
+      vocabulary: the WordPiece tokens, in id order.
+      do_lower_case: lowercase and strip accents first (an uncased model).
+      sequence_length: tokens per packed row, [CLS] and [SEP] included.
+      **kwargs: Keras layer arguments (`name`).
+
+    Examples:
+
+    >>> preprocessor = BertPreprocessor.from_pretrained("uncased_L-12_H-768_A-12", 8)
+    >>> preprocessor([("a question", "a context")])["segment_ids"].numpy().tolist()
+    [[0, 0, 0, 0, 1, 1, 1, 0]]
     """
 
     def __init__(self, vocabulary: Sequence[str], do_lower_case: bool = True,
@@ -193,7 +205,19 @@ class BertPreprocessor(keras.layers.Layer):
 
 def load_preprocessor(source: str | os.PathLike, sequence_length: int | None = None,
                       do_lower_case: bool | None = None) -> BertPreprocessor:
-    """`BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)`."""
+    """`BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)`.
+
+    Args:
+      source: a model name, folder or checkpoint.
+      sequence_length: tokens per packed row; None: 128, or fewer when the
+        model has fewer positions.
+      do_lower_case: True or False to override the folder's casing.
+
+    Examples:
+
+    >>> load_preprocessor("uncased_L-12_H-768_A-12").sequence_length
+    128
+    """
     return BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)
 
 

@@ -49,7 +49,17 @@ ModelT = TypeVar("ModelT", bound=keras.Model)
 
 
 def load_config(path: str | os.PathLike, **overrides: Any) -> BertConfig:
-    """The BertConfig beside a checkpoint, with `overrides` (e.g. dropout) applied."""
+    """The BertConfig beside a checkpoint, with `overrides` (e.g. dropout) applied.
+
+    Args:
+      path: a model name, folder or checkpoint.
+      **overrides: BertConfig fields to replace.
+
+    Examples:
+
+    >>> load_config("uncased_L-12_H-768_A-12", hidden_dropout_prob=0.2).hidden_size
+    768
+    """
     config = BertConfig.from_json_file(_find_beside(path, CONFIG_FILES, "config"))
     return config.replace(**overrides) if overrides else config
 
@@ -67,6 +77,18 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
     gives none, and the model its `label_names`; a caller's other
     `num_labels` asks for a new head, which those names do not describe.
+
+    Args:
+      model_class: BertEncoder, BertPretrainer or a task model class.
+      path: a model name, folder or checkpoint.
+      config: the config to build with; None reads the one beside `path`.
+      **kwargs: BertConfig fields to override and the model's arguments.
+
+    Examples:
+
+    >>> model = load_task_model(BertClassifier, "mrpc_output_dir")  # its labels.txt
+    >>> model.label_names
+    ['0', '1']
     """
     check_source(path)
     overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _CONFIG_FIELDS}
@@ -115,7 +137,16 @@ class Pretrained:
 
 
 def load_labels(path: str | os.PathLike) -> list[str] | None:
-    """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none."""
+    """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none.
+
+    Args:
+      path: the model's folder or checkpoint.
+
+    Examples:
+
+    >>> load_labels("mnli_output_dir")
+    ['contradiction', 'entailment', 'neutral']
+    """
     for folder in _candidate_folders(path):
         file = folder / LABELS_FILE
         if file.is_file():
@@ -149,7 +180,17 @@ def _labels_for(model_class: type, path: str | os.PathLike, kwargs: dict) -> lis
 
 
 def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -> FullTokenizer:
-    """The WordPiece tokenizer for the model in `path`, cased or uncased as it was trained."""
+    """The WordPiece tokenizer for the model in `path`, cased or uncased as it was trained.
+
+    Args:
+      path: a model name, folder or checkpoint.
+      do_lower_case: True or False to override the folder's casing.
+
+    Examples:
+
+    >>> load_tokenizer("uncased_L-12_H-768_A-12").tokenize("A fine film!")
+    ['a', 'fine', 'film', '!']
+    """
     vocab_file = _find_beside(path, (VOCAB_FILE,), "vocabulary")
     if do_lower_case is None:
         do_lower_case = _casing(vocab_file)

@@ -99,6 +99,17 @@ class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
 
     Outputs: "masked_lm_logits" [B, P, vocab], "next_sentence_logits" [B, 2],
     or for "ltr" "lm_logits" [B, S, vocab]; all float32.
+
+    Args:
+      config: the encoder's hyperparameters.
+      objective: "mlm_nsp", "mlm" or "ltr".
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> model = BertPretrainer.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> model.compile(optimizer="adam")
+    >>> model.fit(pretraining_records_dataset, epochs=1)  # the TFRecords' features
     """
 
     def __init__(self, config: BertConfig, objective: str = "mlm_nsp", **kwargs):

@@ -117,8 +117,9 @@ class _FineTuningModel(TextTaskMixin, Pretrained, QuantizableModel, Configurable
 
         The folder's preprocessor comes attached, so `fit`, `evaluate` and
         `predict` take raw text, as keras-hub's task models do. A source
-        without a vocabulary (a bare checkpoint) gives a model of packed
-        inputs only, unless `sequence_length` or `do_lower_case` ask for text.
+        without a vocabulary (a bare checkpoint), and a model without raw-text
+        support (`BertMultipleChoice`), give a model of packed inputs only,
+        unless `sequence_length` or `do_lower_case` ask for a preprocessor.
 
         Args:
           path: a model name, folder or checkpoint, as `--init_checkpoint` takes it.
@@ -142,10 +143,15 @@ class _FineTuningModel(TextTaskMixin, Pretrained, QuantizableModel, Configurable
                 raise ValueError("give either preprocessor=... or sequence_length / "
                                  "do_lower_case (which build the folder's preprocessor), "
                                  "not both")
-        elif sequence_length is not None or do_lower_case is not None or \
-                model_files(path)[1] is not None:
+        elif sequence_length is not None or do_lower_case is not None or (
+                cls.reads_text() and model_files(path)[1] is not None):
             kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
         return super().from_pretrained(path, **kwargs)
+
+    @classmethod
+    def reads_text(cls) -> bool:
+        """Whether the model takes raw text (it has the hooks), so gets a preprocessor by default."""
+        return cls._text_columns is not TextTaskMixin._text_columns
 
     def build(self, input_shape=None):
         # Every weight exists once __init__ returns; a `.keras` reload calls this.
@@ -202,6 +208,30 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
     `bilstm_units > 0` reads the sequence with a randomly initialized
     bidirectional LSTM and classifies from its two final states, Table 5's
     "+ BiLSTM" row: it gives the left-to-right model a right-to-left reading.
+
+    Args:
+      config: the encoder's hyperparameters.
+      num_labels: classes; 1 for regression (one score, mean squared error).
+      causal: the left-to-right model, classifying from the last real token.
+      lm_aux_weight: with `causal`, GPT's auxiliary language-model loss weight.
+      both_orders: with `causal`, encode a pair in both orders and add them
+        (GPT's similarity input); inputs are then [batch, 2, seq].
+      bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
+      label_names: a name per class, in order: labels in and out by name.
+      multi_label: each label a yes/no of its own (a sigmoid each, binary
+        cross-entropy); labels are label sets.
+      threshold: with `multi_label`, the probability above which a label is
+        predicted, in (0, 1).
+      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+
+    Examples:
+
+    >>> model = BertClassifier.from_pretrained("uncased_L-12_H-768_A-12", num_labels=2,
+    ...                                        label_names=["negative", "positive"])
+    >>> model.compile()
+    >>> model.fit(["a fine film", "a dull film"], ["positive", "negative"], epochs=2)
+    >>> model.predict_labels(["a fine plot"])
+    ['positive']
     """
 
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
@@ -272,7 +302,23 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
 @keras.saving.register_keras_serializable(package="bert")
 class BertMultipleChoice(_FineTuningModel):
     """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]
-    (from the last token under `causal`, GPT's multiple-choice input)."""
+    (from the last token under `causal`, GPT's multiple-choice input).
+
+    It takes packed inputs [batch, choices, seq] (`tasks.classification`
+    builds them from SWAG) and returns [batch, choices] scores.
+
+    Args:
+      config: the encoder's hyperparameters.
+      causal: the left-to-right model, scoring each choice at its last token.
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> model = BertMultipleChoice.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> ids = np.ones((1, 4, 16), np.int32)
+    >>> model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}).shape
+    TensorShape([1, 4])
+    """
 
     def __init__(self, config: BertConfig, causal: bool = False, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
@@ -332,7 +378,19 @@ class _SequenceModel(_FineTuningModel):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertSpanModel(SpanTextMixin, _SequenceModel):
-    """SQuAD: start and end logits per position (the paper's vectors S and E)."""
+    """SQuAD: start and end logits per position (the paper's vectors S and E).
+
+    Args:
+      config: the encoder's hyperparameters.
+      bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
+      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+
+    Examples:
+
+    >>> model = BertSpanModel.from_pretrained("squad_output_dir")
+    >>> model.predict_answers(["Where does John live?"], ["John lives in Paris."])
+    ['Paris.']
+    """
 
     def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
         kwargs.setdefault("name", "bert_span")
@@ -351,7 +409,24 @@ class BertSpanModel(SpanTextMixin, _SequenceModel):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertTokenTagger(WordTaggerMixin, _SequenceModel):
-    """Token tagging (NER): K logits at every position, no CRF, as the paper."""
+    """Token tagging (NER): K logits at every position, no CRF, as the paper.
+
+    Args:
+      config: the encoder's hyperparameters.
+      num_labels: tags.
+      bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
+      label_names: a name per tag, in order: tags in and out by name.
+      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+
+    Examples:
+
+    >>> model = BertTokenTagger.from_pretrained("cased_L-12_H-768_A-12", num_labels=3,
+    ...                                         label_names=["O", "B-PER", "B-LOC"])
+    >>> model.compile()
+    >>> model.fit([["John", "lives", "in", "Paris"]], [["B-PER", "O", "O", "B-LOC"]])
+    >>> model.predict_labels([["Mary", "lives", "in", "Rome"]])
+    [['B-PER', 'O', 'O', 'B-LOC']]
+    """
 
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
                  label_names: list[str] | None = None, **kwargs):

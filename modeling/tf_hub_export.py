@@ -70,6 +70,17 @@ def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
     takes its own). `folder` must be new, empty, or an earlier TF Hub export
     (`core.export_folder`: it is then replaced whole); it appears whole or
     not at all. Every argument is checked before the weights are loaded.
+
+    Args:
+      source: a model name, folder or checkpoint.
+      folder: where to write the two SavedModels.
+      sequence_length: the default signature's row length.
+      do_lower_case: True or False to override the folder's casing.
+
+    Examples:
+
+    >>> export_tf_hub("uncased_L-12_H-768_A-12", "bert_hub")
+    PosixPath('bert_hub')
     """
     check_export_folder(folder, "tf_hub", [source])
     config = load_config(source)

@@ -243,6 +243,8 @@ class DefaultPreprocessorTest(TestCase):
         self.assertLen(tagger.predict_labels([["john", "lives", "in", "paris"]])[0], 4)
         span = BertSpanModel.from_pretrained(self.folder)
         self.assertEqual(span.preprocessor.sequence_length, 64)
+        # Multiple choice reads packed [batch, choices, seq] only: no preprocessor unless asked.
+        self.assertIsNone(BertMultipleChoice.from_pretrained(self.folder).preprocessor)
 
     def test_the_default_is_128_where_the_model_has_more_positions(self):
         folder = self.root / "long"
