@@ -9,8 +9,7 @@ from scipy import special
 from sklearn.metrics import f1_score
 
 from modeling import BertClassifier, BertTokenTagger
-from tests.fixtures import TestCase
-from tests.modeling.tiny_folder import tiny_folder
+from tests.modeling.tiny_folder import TinyFolderTestCase
 
 TEXTS = ["a fine film", "a dull film", "great acting"]
 SENTENCES = [["john", "lives", "in", "paris"], ["the", "cat"]]
@@ -28,12 +27,11 @@ def topic_texts() -> tuple[list[str], list[list[str]]]:
     return texts, labels
 
 
-class PredictScoresTest(TestCase):
+class PredictScoresTest(TinyFolderTestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.folder = tiny_folder(cls.class_folder())
         keras.utils.set_random_seed(0)
         cls.classifier = BertClassifier.from_pretrained(
             cls.folder, num_labels=3, sequence_length=16, label_names=["neg", "neutral", "pos"])
@@ -74,12 +72,7 @@ class PredictScoresTest(TestCase):
             self.classifier.predict_labels(TEXTS, batch_size=0, return_scores=True)
 
 
-class MultiLabelClassifierTest(TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.folder = tiny_folder(cls.class_folder())
+class MultiLabelClassifierTest(TinyFolderTestCase):
 
     def _model(self, **kwargs):
         kwargs.setdefault("label_names", ["film", "animal", "place"])

@@ -11,9 +11,9 @@ from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
-from tests.fixtures import TestCase, tiny_config, write_tiny_config
+from tests.fixtures import tiny_config, write_tiny_config
 from tests.modeling.harness import KerasTestCase
-from tests.modeling.tiny_folder import tiny_folder
+from tests.modeling.tiny_folder import TinyFolderTestCase
 
 CONFIG = tiny_config()
 VOCAB = CONFIG.vocab_size
@@ -218,18 +218,8 @@ class TaskModelsTest(KerasTestCase):
                                 tf.convert_to_tensor(reference).numpy(), rtol=1e-4, atol=1e-6)
 
 
-if __name__ == "__main__":
-    tf.test.main()
-
-
-class DefaultPreprocessorTest(TestCase):
+class DefaultPreprocessorTest(TinyFolderTestCase):
     """`from_pretrained(name, num_labels=2).fit(strings, labels)` works without a length."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.root = cls.class_folder()
-        cls.folder = tiny_folder(cls.root)
 
     def test_a_classifier_from_a_folder_fits_and_predicts_strings_with_no_length_given(self):
         keras.utils.set_random_seed(0)
@@ -276,3 +266,7 @@ class DefaultPreprocessorTest(TestCase):
         self.assertIsNone(BertClassifier.from_pretrained(bare, num_labels=2).preprocessor)
         with self.assertRaisesRegex(ConfigError, "no vocabulary file"):
             BertClassifier.from_pretrained(bare, num_labels=2, sequence_length=16)
+
+
+if __name__ == "__main__":
+    tf.test.main()
