@@ -36,11 +36,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = features.FeatureTask(values.input_file, values.output_file, values.layers,
-                                values.max_seq_length, values.batch_size)
-    # The contract's two steps, without training settings, strategy or a folder to claim.
-    resolved = features.TASK.prepare(task, runner_flags.model_files_from_flags(values))
-    features.TASK.run(task, resolved)
+    runner_flags.run_extraction(values, features.TASK, features.FeatureTask)
 
 
 def console_main() -> None:

@@ -5,7 +5,7 @@ and mismatched, plus AX when its file is found), qnli, rte, wnli, ax, swag
 (multiple choice), and `tsv` for your own data (`--tsv_text_a_column`,
 `--tsv_text_b_column`, `--tsv_label_column`, `--tsv_labels`).
 
-The paper's recipe (Section 4.1, see `tasks/classification.py`): for each
+The paper's recipe (Section 4.1, see `tasks/driver.py`): for each
 learning rate in `--learning_rates` and each of `--num_restarts` restarts,
 fine-tune and score on dev; keep the best. Every run is listed in
 `sweep_results.tsv`; the best run's model is the one evaluated, used for
@@ -46,9 +46,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string("task_name", None, "GLUE task, swag, or tsv.", **into)
     flags.DEFINE_string("data_dir", None,
                         "Folder with the task's files in their distributed layout.", **into)
-    flags.DEFINE_list("learning_rates", [],
-                      "Sweep these learning rates (default: --learning_rate).", **into)
-    flags.DEFINE_integer("num_restarts", 1, "Runs per learning rate, with different seeds.", **into)
     runner_flags.define_variant_flags(
         flag_values, causal="Left-to-right model (causal attention, last-token classifier).",
         bilstm_units="Units per direction of a randomly initialized BiLSTM whose final states "
@@ -72,28 +69,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
-def task_from_flags(values: flags.FlagValues) -> classification.ClassificationTask:
-    """The task's own flags as its config, which refuses bad values."""
-    return classification.ClassificationTask(
-        task_name=values.task_name, data_dir=values.data_dir, do_train=values.do_train,
-        do_eval=values.do_eval, do_predict=values.do_predict,
-        learning_rates=tuple(runner_flags.parse_learning_rates(values.learning_rates)),
-        num_restarts=values.num_restarts, causal=values.causal,
-        lm_aux_weight=values.lm_aux_weight, both_orders=values.both_orders,
-        bilstm_units=values.bilstm_units,
-        wnli_majority_class=values.wnli_majority_class,
-        export_saved_model=values.export_saved_model,
-        tsv_text_a_column=values.tsv_text_a_column, tsv_text_b_column=values.tsv_text_b_column,
-        tsv_label_column=values.tsv_label_column,
-        tsv_labels=tuple(values.tsv_labels) if values.tsv_labels else None,
-        tsv_has_header=values.tsv_has_header)
-
-
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(values)
-    runner_flags.run_task(values, classification.TASK, task,
-                          f"classification:{task.task_name.lower()}")
+    runner_flags.run_task(values, classification.TASK, classification.ClassificationTask,
+                          lambda task: f"classification:{task.task_name.lower()}")
 
 
 def console_main() -> None:

@@ -14,8 +14,14 @@ are computed once per split and cached as .npy files in
 `--feature_cache_dir`; a two-layer BiLSTM (`--lstm_units`) with a linear
 classifier is trained on them with Adam (see `tasks/tagging.py`). Later runs
 that change only the classifier (learning rate, units, epochs) reuse the
-cache. The BiLSTM trains from scratch: unless `--learning_rate` is given, it
-uses 1e-3 rather than the fine-tuning default.
+cache. The BiLSTM trains from scratch: unless `--learning_rate` or
+`--learning_rates` is given, it uses 1e-3 rather than the fine-tuning default.
+
+Either mode takes the paper's sweep (`tasks/driver.py`): each rate of
+`--learning_rates` times `--num_restarts` is a run, scored on valid.txt
+(with `--do_eval`); the best run is saved and predicts, and every run is a
+row of `sweep_results.tsv` (a run whose loss stops being finite is a row
+`diverged at step N`, never chosen).
 
 Inputs: `--data_dir` with `train.txt`, `valid.txt` (or `dev.txt`) and
 `test.txt` in CoNLL-2003 layout (`TOKEN POS CHUNK TAG`, or `TOKEN TAG`),
@@ -23,7 +29,7 @@ IOB1 or IOB2 tags. Outputs in `--output_dir`: `eval_results.txt` with
 conlleval's entity-level precision/recall/F1 (`eval_*` for valid with
 --do_eval, `test_*` for test with --do_predict, and F1 per entity type),
 `valid_predictions.txt` / `test_predictions.txt` as `TOKEN GOLD PRED`
-lines, and the trained model (`model.ckpt*` with its config and vocabulary,
+lines, `sweep_results.tsv`, and the trained model (`model.ckpt*` with its config and vocabulary,
 or `feature_tagger.weights.h5`). The paper used a cased model for NER:
 pass `--do_lower_case=false` with a cased vocabulary.
 """
@@ -79,25 +85,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
-def task_from_flags(values: flags.FlagValues) -> tagging.TaggingTask:
-    """The tagger's own flags as its config, which refuses bad values."""
-    rate = (values.learning_rate if values["learning_rate"].present
-            else tagging.FEATURE_LEARNING_RATE)
-    return tagging.TaggingTask(
-        data_dir=values.data_dir, do_train=values.do_train, do_eval=values.do_eval,
-        do_predict=values.do_predict, labels=tuple(values.labels) if values.labels else None,
-        tag_scheme=values.tag_scheme, document_context=values.document_context,
-        window_stride=values.window_stride, mode=values.mode, causal=values.causal,
-        bilstm_units=values.bilstm_units, export_saved_model=values.export_saved_model,
-        feature_layers=values.feature_layers, lstm_units=values.lstm_units,
-        lstm_dropout=values.lstm_dropout, feature_cache_dir=values.feature_cache_dir,
-        feature_learning_rate=rate)
-
-
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(values)
-    runner_flags.run_task(values, tagging.TASK, task, f"ner:{task.mode}")
+    # The BiLSTM trains from scratch at its own default rate, unless --learning_rate is given.
+    rate = {"feature_learning_rate": values.learning_rate} if values["learning_rate"].present \
+        else {}
+    runner_flags.run_task(values, tagging.TASK, tagging.TaggingTask,
+                          lambda task: f"ner:{task.mode}", **rate)
 
 
 def console_main() -> None:

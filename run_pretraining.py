@@ -38,18 +38,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.adopt_module_key_flags(runner_flags, flag_values)  # all of them listed by --help
 
 
-def task_from_flags(values: flags.FlagValues) -> pretraining.PretrainingTask:
-    """The records and the objective as the task's config, which refuses bad values."""
-    return pretraining.PretrainingTask(values.input_file, values.eval_input_file,
-                                       values.objective, values.max_predictions_per_seq,
-                                       values.max_eval_steps, values.do_train, values.do_eval)
-
-
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    task = task_from_flags(values)
-    runner_flags.run_task(values, pretraining.TASK, task, f"pretraining:{task.objective}",
-                          REQUIRED)
+    runner_flags.run_task(values, pretraining.TASK, pretraining.PretrainingTask,
+                          lambda task: f"pretraining:{task.objective}", REQUIRED)
 
 
 def console_main() -> None:

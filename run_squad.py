@@ -33,6 +33,13 @@ fine-tuned model is reused as is). The search only sees the answers of the
 first run, so its figures hold exactly for thresholds at or below the one
 used there (at the default 0: for every negative threshold).
 
+`--learning_rates` and `--num_restarts` run the paper's sweep
+(`tasks/driver.py`): each (rate, restart) is fine-tuned and scored on
+`--predict_file` (with `--do_eval`), the run with the best F1 is saved,
+exported and writes the prediction files, and every run is a row of
+`sweep_results.tsv` (a run whose loss stops being finite is a row
+`diverged at step N`, never chosen).
+
 Without `--do_train`, the model is `--init_checkpoint` as loaded: a
 previously fine-tuned `model.ckpt`, or a pre-trained encoder with a random
 span layer.
@@ -40,7 +47,6 @@ span layer.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from absl import flags
@@ -85,15 +91,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
-def task_from_flags(values: flags.FlagValues) -> squad.SquadTask:
-    """The task's own flags as its config, which refuses bad values."""
-    names = [field.name for field in dataclasses.fields(squad.SquadTask)]
-    return squad.SquadTask(**{name: values[name].value for name in names})
-
-
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
-    result = runner_flags.run_task(values, squad.TASK, task_from_flags(values), "squad")
+    result = runner_flags.run_task(values, squad.TASK, squad.SquadTask, lambda task: "squad")
     if result.scores:
         print(json.dumps(result.scores, indent=2))
 

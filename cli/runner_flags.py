@@ -4,7 +4,9 @@ The runners define the groups they need, then turn the parsed values into
 the dataclasses of `training.configs` and `tasks.model_files` with the
 `*_from_flags` functions, and `run_task` hands them to a task's contract;
 building those configs is the validation, so a bad value is refused with
-the same message whether it came from a flag or from Python. Nothing here
+the same message whether it came from a flag or from Python. A task's own
+settings are its dataclass, built by `task_from_flags` from the flags of
+its fields' names (the flags are named after the fields). Nothing here
 reads absl's global `FLAGS`: each function takes the `FlagValues` to read,
 which lets tests check the flags in a fresh `FlagValues`.
 """
@@ -12,10 +14,9 @@ which lets tests check the flags in a fresh `FlagValues`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import secrets
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from absl import flags
 
@@ -92,7 +93,31 @@ def define_finetuning_flags(flag_values: flags.FlagValues, max_seq_length: int =
                          "Transfer the embeddings and only the first N Transformer blocks of "
                          "--init_checkpoint; the blocks above (and the pooler) start random, "
                          "as in GPT's layers-transferred curve. Default: all.", **into)
+    flags.DEFINE(RateListParser(), "learning_rates", [],
+                 "The paper's sweep: fine-tune at each of these comma-separated rates and keep "
+                 "the best on dev (with --do_eval); one row each in sweep_results.tsv. "
+                 "Default: --learning_rate alone.", serializer=flags.CsvListSerializer(","),
+                 **into)
+    flags.DEFINE_integer("num_restarts", 1, "Runs per learning rate, each with its own seed "
+                         "(--random_seed + restart): data order and new layers' initialization.",
+                         **into)
     define_distribution_flags(flag_values)
+
+
+class RateListParser(flags.ListParser):
+    """A comma-separated list of numbers: `--learning_rates=5e-5,3e-5`."""
+
+    def parse(self, argument: str | list) -> list[float]:
+        rates = []
+        for rate in super().parse(argument):
+            try:
+                rates.append(float(rate))
+            except (TypeError, ValueError):
+                raise ValueError(f"{rate!r} is not a number") from None
+        return rates
+
+    def flag_type(self) -> str:
+        return "comma separated list of numbers"
 
 
 def define_variant_flags(flag_values: flags.FlagValues, causal: str, bilstm_units: str,
@@ -229,17 +254,48 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = ("output
     return model_files, training, optimization, distribution
 
 
-def run_task(values: flags.FlagValues, family: Task[TaskSettingsT], task: TaskSettingsT,
-             owner: str, require: Sequence[str] = ("output_dir",)) -> TaskResult:
-    """Every training runner's one path: its flags as configs, then the task's contract.
+def task_from_flags(values: flags.FlagValues, settings: type[TaskSettingsT],
+                    **derived: Any) -> TaskSettingsT:
+    """A task's settings dataclass from the flags named after its fields, which it checks.
 
-    Between `prepare` and `run`, the output folder is checked and claimed for
-    `owner` (e.g. `classification:sst-2`) and the strategy made.
+    A field no flag sets keeps its default, unless `derived` gives its value
+    (a rule of the runner's, such as the feature-based tagger's own default
+    rate); a list flag becomes a tuple.
+    """
+    fields = {}
+    for field in dataclasses.fields(settings):
+        if field.name in derived:
+            fields[field.name] = derived[field.name]
+        elif field.name in values:
+            value = values[field.name].value
+            fields[field.name] = tuple(value) if isinstance(value, list) else value
+    return settings(**fields)
+
+
+def run_task(values: flags.FlagValues, family: Task[TaskSettingsT],
+             settings: type[TaskSettingsT], owner: Callable[[TaskSettingsT], str],
+             require: Sequence[str] = ("output_dir",), **derived: Any) -> TaskResult:
+    """Every training runner's one path: its flags as configs and task, then the contract.
+
+    The shared flags are checked first, then the task's (`task_from_flags`
+    with `derived`). Between `prepare` and `run`, the output folder is
+    checked and claimed for `owner(task)` (e.g. `classification:sst-2`) and
+    the strategy made.
     """
     model_files, training, optimization, _ = training_configs(values, require)
+    task = task_from_flags(values, settings, **derived)
     return contract.run_task(family, task, model_files, training, optimization,
-                             start=lambda resolved: start_run(values, training, owner,
+                             start=lambda resolved: start_run(values, training, owner(task),
                                                               resolved.config))
+
+
+def run_extraction(values: flags.FlagValues, family: Task[TaskSettingsT],
+                   settings: type[TaskSettingsT]) -> TaskResult:
+    """A task that trains nothing and writes one file (`extract_features.py`): the same
+    `prepare` and `run`, without training settings, a strategy or a folder to claim; the
+    file is written whole or not at all, so a second run can only replace it whole."""
+    task = task_from_flags(values, settings)
+    return contract.run_task(family, task, model_files_from_flags(values), None, None)
 
 
 def start_run(values: flags.FlagValues, training: TrainingConfig, owner: str,
@@ -264,20 +320,6 @@ def strategy_from_flags(values: flags.FlagValues):
     strategy = distribution_from_flags(values).strategy()
     set_precision(values.dtype)
     return strategy
-
-
-def parse_learning_rates(rates: Sequence[str], flag: str = "learning_rates") -> list[float]:
-    """The rates of a comma-separated flag as floats, each one a positive, finite number."""
-    parsed = []
-    for rate in rates:
-        try:
-            value = float(rate)
-        except ValueError:
-            raise ValueError(f"--{flag}: {rate!r} is not a number") from None
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"--{flag}: every rate must be positive, got {rate}")
-        parsed.append(value)
-    return parsed
 
 
 def check_output_dir(path: str, flag: str = "output_dir") -> None:

@@ -30,6 +30,7 @@ INTERNALS = (
     "tensorflow.core.protobuf.trackable_object_graph_pb2.TrackableObjectGraph",
     "tensorflow.python.checkpoint.functional_saver.gen_io_ops.merge_v2_checkpoints",
     "tensorflow.python.checkpoint.checkpoint_management.update_checkpoint_state_internal",
+    "tensorflow.python.framework.convert_to_constants.convert_variables_to_constants_v2",
     "keras.optimizers.Optimizer._backend_apply_gradients",
     "keras.optimizers.Optimizer._get_current_learning_rate",
     "keras.optimizers.Optimizer._get_variable_index",
@@ -87,6 +88,9 @@ check_internals()
 # Safe now: `check_internals` found each of these.
 from tensorflow.core.protobuf.trackable_object_graph_pb2 import TrackableObjectGraph  # noqa: E402
 from tensorflow.python.checkpoint import checkpoint_management, functional_saver  # noqa: E402
+from tensorflow.python.framework.convert_to_constants import (  # noqa: E402
+    convert_variables_to_constants_v2,
+)
 from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext  # noqa: E402
 from tensorflow.python.trackable.constants import (  # noqa: E402
     OBJECT_GRAPH_PROTO_KEY,
@@ -261,3 +265,15 @@ CHECKPOINT_SAVE_STEPS = {
     "save": (functional_saver.gen_io_ops, "merge_v2_checkpoints"),
     "index": (checkpoint_management, "update_checkpoint_state_internal"),
 }
+
+
+def frozen_function(function: tf.types.experimental.ConcreteFunction
+                    ) -> tf.types.experimental.ConcreteFunction:
+    """`function` with every variable it reads turned into a constant of its current value.
+
+    The TFLite converter keeps a Keras 3 model's variables as resource
+    variables that nothing initializes in the interpreter (every output
+    NaN); frozen first, they become the model's constant tensors. TensorFlow
+    offers freezing only under `tensorflow.python`.
+    """
+    return convert_variables_to_constants_v2(function)

@@ -1,17 +1,19 @@
 """BERT in Keras 3: the encoder, its pre-training and task models, and loading them."""
 
 from modeling.config import BertConfig
-from modeling.divergence import FitDiverged
+from modeling.divergence import FitDiverged, TrainingDiverged
 from modeling.encoder import BertEncoder, load_encoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
 from modeling.pretrained import load_config, load_labels, load_task_model, load_tokenizer
 from modeling.pretrainer import BertPretrainer
 from modeling.tf_hub_export import export_tf_hub
+from modeling.text_embedder import BertTextEmbedder
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
 __all__ = ["BertClassifier", "BertConfig", "BertEncoder", "BertMultipleChoice",
-           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTokenTagger",
-           "FeatureTagger", "FitDiverged", "export_tf_hub", "load_config", "load_encoder",
-           "load_labels", "load_preprocessor", "load_task_model", "load_tokenizer"]
+           "BertPreprocessor", "BertPretrainer", "BertSpanModel", "BertTextEmbedder",
+           "BertTokenTagger", "FeatureTagger", "FitDiverged", "TrainingDiverged",
+           "export_tf_hub", "load_config", "load_encoder", "load_labels", "load_preprocessor",
+           "load_task_model", "load_tokenizer"]

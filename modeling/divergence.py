@@ -1,14 +1,19 @@
-"""`fit` stops at the first non-finite loss or gradient, keeping the weights from before it.
+"""Training stops at the first non-finite loss or gradient: one rule, one error, for every trainer.
 
 A step whose loss or gradients hold NaN or infinity writes NaN into every
 weight it updates, and Keras' `fit` carries on: it reports `loss: nan` and
-leaves a model that predicts NaN. The runners stop such a run in their own
-loop (`training.loop`); the task models do the same in `fit`: their
-training step applies an update only while the loss and every gradient are
-finite, so a bad step leaves the weights (and the optimizer's moments) as
-the last good step left them, and `fit` raises `FitDiverged` naming it.
+leaves a model that predicts NaN. Both trainers stop instead, by the same
+test (`finite_update`) and with the same error (`TrainingDiverged`, whose
+`step` a learning-rate sweep lists as "diverged at step N"):
 
-Per step this costs one finiteness test of the gradients (a single read of
+- the runners' loop (`training.loop`) stops after the call it happened in
+  and saves nothing from then on, so its last checkpoint is the last good one;
+- the task models' `fit` applies an update only while the loss and the
+  gradients are finite, so a bad step leaves the weights (and the
+  optimizer's moments) as the last good step left them, and `fit` raises
+  `FitDiverged` naming it.
+
+Per step this costs one global norm of the gradients (a single read of
 each, against the optimizer's several passes over them) and, in the
 callback that ends `fit`, one read of a scalar; no copy of the weights.
 """
@@ -19,12 +24,40 @@ import keras
 import tensorflow as tf
 
 
-class FitDiverged(ValueError):
+class TrainingDiverged(ValueError):
+    """Training stopped at a step whose loss, gradients or weights were not finite.
+
+    Attributes:
+      step: the step it stopped at, counted from 1 (the runners count
+        optimizer updates, `fit` its batches).
+      last_good_checkpoint: the newest checkpoint saved before it, or None.
+
+    Args:
+      step: the step it stopped at.
+      message: what went wrong and what to do.
+      last_good_checkpoint: the newest checkpoint saved before it, or None.
+
+    Examples:
+
+    >>> try:
+    ...     run_task(classification.TASK, task, model_files, training, optimization)
+    ... except TrainingDiverged as error:
+    ...     print(error.step, error.last_good_checkpoint)
+    """
+
+    def __init__(self, step: int, message: str, last_good_checkpoint: str | None = None):
+        self.step = step
+        self.last_good_checkpoint = last_good_checkpoint
+        super().__init__(message)
+
+
+class FitDiverged(TrainingDiverged):
     """The loss or the gradients of a step in `fit` were not finite; the step was not applied.
 
     Args:
       step: the step, counting the `fit` call's batches from 1.
       loss: that step's loss (NaN or infinite, or finite with bad gradients).
+      last_good_checkpoint: with `resume_dir`, the newest checkpoint before it.
 
     Examples:
 
@@ -34,14 +67,38 @@ class FitDiverged(ValueError):
     ...     print(error.step, error.loss)
     """
 
-    def __init__(self, step: int, loss: float):
-        self.step, self.loss = step, loss
+    def __init__(self, step: int, loss: float, last_good_checkpoint: str | None = None):
+        self.loss = loss
         super().__init__(
-            f"fit stopped at step {step} (counting this call's batches from 1): the loss or "
-            f"its gradients are not finite (loss={loss:.6g}); that step's update was not "
-            "applied, so the model keeps "
-            "the weights from before it. Lower learning_rate, or check the inputs, labels and "
-            "sample weights of that batch")
+            step, f"fit stopped at step {step} (counting its batches from 1): the loss or the "
+            f"global norm of its gradients is not finite (loss={loss:.6g}); that step's update "
+            "was not applied, so the model keeps the weights from before it. Lower "
+            "learning_rate, or check the inputs, labels and sample weights of that batch",
+            last_good_checkpoint)
+
+
+def finite_update(loss: tf.Tensor, gradients: list, loss_scaling: bool = False
+                  ) -> tuple[tf.Tensor, tf.Tensor]:
+    """(whether a step's update may be applied, the global norm of its gradients).
+
+    An update is finite when its loss is and the global norm of its
+    gradients is. The norm rather than each gradient: an optimizer clipping
+    by it (the original's, at 1.0) turns finite gradients whose norm
+    overflows into NaN weights. Under loss scaling the norm is not tested
+    (and is returned as 0): float16 gradients overflow now and then,
+    harmlessly, and the optimizer skips those steps itself.
+    """
+    finite = tf.math.is_finite(tf.cast(loss, tf.float32))
+    norm = tf.constant(0.0)
+    if not loss_scaling:
+        norm = tf.linalg.global_norm([g for g in gradients if g is not None])
+        finite = tf.logical_and(finite, tf.math.is_finite(norm))
+    return finite, norm
+
+
+def all_finite(values) -> tf.Tensor:
+    """Whether every element of every tensor (or variable) in `values` is finite."""
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(value)) for value in values])
 
 
 class StepGuard:
@@ -63,20 +120,30 @@ class StepGuard:
         self.in_fit, self.steps, self.bad_step = (variable(tf.int64) for _ in range(3))
         self.bad_loss = variable(tf.float32)
 
-    def start(self) -> "StopOnDivergence":
-        """Resets the record for a new `fit` and gives the callback that ends it."""
-        self._reset(in_fit=1)
+    def start(self, steps_done: int = 0) -> "StopOnDivergence":
+        """Resets the record for a new `fit` and gives the callback that ends it.
+
+        `steps_done` counts the steps a resumed `fit` made before, so that its
+        steps are numbered as an uninterrupted one's.
+        """
+        self._reset(in_fit=1, steps=steps_done)
         return StopOnDivergence(self)
 
-    def finish(self) -> FitDiverged | None:
+    @property
+    def diverged(self) -> bool:
+        """Whether the current `fit` has met a step it refused."""
+        return bool(self.bad_step.numpy())
+
+    def finish(self, last_good_checkpoint: str | None = None) -> FitDiverged | None:
         """Ends the record of a `fit`: the error for its bad step, if it had one."""
         step, loss = int(self.bad_step.numpy()), float(self.bad_loss.numpy())
         self._reset(in_fit=0)
-        return FitDiverged(step, loss) if step else None
+        return FitDiverged(step, loss, last_good_checkpoint) if step else None
 
-    def _reset(self, in_fit: int) -> None:
-        for variable in (self.steps, self.bad_step, self.bad_loss):
+    def _reset(self, in_fit: int, steps: int = 0) -> None:
+        for variable in (self.bad_step, self.bad_loss):
             variable.assign(tf.zeros_like(variable))
+        self.steps.assign(steps)
         self.in_fit.assign(in_fit)
 
 
@@ -88,8 +155,38 @@ class StopOnDivergence(keras.callbacks.Callback):
         self.guard = guard
 
     def on_train_batch_end(self, batch, logs=None):
-        if int(self.guard.bad_step.numpy()):
+        if self.guard.diverged:
             self.model.stop_training = True
+
+
+class EveryFewSteps(keras.callbacks.Callback):
+    """A callback that acts every `every` steps of a `fit` and at its last step, `total`.
+
+    Steps are the guard's count, which a resumed `fit` continues; nothing is
+    done after a step the guard refused. Subclasses give `act(step, logs)`.
+    """
+
+    def __init__(self, guard: StepGuard, every: int, total: float):
+        super().__init__()
+        self.guard, self.every, self.total = guard, every, total
+        self.last = None  # the step last acted at
+
+    @property
+    def step(self) -> int:
+        return int(self.guard.steps.numpy())
+
+    def on_train_begin(self, logs=None):
+        if self.last is None:
+            self.last = self.step
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.step
+        if not self.guard.diverged and (step - self.last >= self.every or step >= self.total):
+            self.last = step
+            self.act(step, logs or {})
+
+    def act(self, step: int, logs: dict) -> None:
+        raise NotImplementedError
 
 
 def guarded_train_step(model: keras.Model, data, guard: StepGuard) -> dict:
@@ -114,10 +211,8 @@ def guarded_train_step(model: keras.Model, data, guard: StepGuard) -> dict:
         scaled = optimizer.scale_loss(loss)
     variables = model.trainable_weights
     gradients = tape.gradient(scaled, variables)
-    finite = tf.math.is_finite(tf.cast(loss, tf.float32))
-    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        # Loss scaling's overflowing steps are its own business: it skips them itself.
-        finite = tf.logical_and(finite, _all_finite(gradients))
+    finite, _ = finite_update(loss, gradients,
+                              isinstance(optimizer, keras.optimizers.LossScaleOptimizer))
     finite = _agreed(finite)
     clean = tf.equal(guard.bad_step, 0)  # no bad step yet in this fit
     _apply_if(tf.logical_and(finite, clean), optimizer, gradients, variables)
@@ -133,12 +228,6 @@ def guarded_train_step(model: keras.Model, data, guard: StepGuard) -> dict:
 def _loss_metric(model: keras.Model) -> keras.metrics.Metric:
     """The metric `fit` logs as `loss` (Keras' first metric once compiled)."""
     return next(metric for metric in model.metrics if metric.name == "loss")
-
-
-def _all_finite(gradients) -> tf.Tensor:
-    values = [gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
-              for gradient in gradients if gradient is not None]
-    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(value)) for value in values])
 
 
 def _agreed(finite: tf.Tensor) -> tf.Tensor:

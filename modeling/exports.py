@@ -1,7 +1,7 @@
-"""A model folder rewritten in another ecosystem's layout: Google's, Hugging Face's or TF Hub's.
+"""A model rewritten in another ecosystem's layout: Google's, Hugging Face's or TF Hub's.
 
-Whatever the source's format (Google release, Hugging Face folder, this
-project's run), the output is what that ecosystem's own tools expect:
+Whatever the source (a model object, a `.keras` file, a Google release, a
+Hugging Face folder, this project's run: `modeling.export_sources`), the output is what that ecosystem's own tools expect:
 
 - "google": `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*` (TF1
   name-based), what the original repository's `--init_checkpoint` reads;
@@ -12,8 +12,11 @@ project's run), the output is what that ecosystem's own tools expect:
 
 The first two carry the pre-trained network: the encoder and, when the
 source has them, the masked-LM and next-sentence heads. A fine-tuned head
-(a classifier, a span or tag layer) has no place in those layouts; such
-tensors are counted and named in the log, never dropped silently.
+goes to Google's layout under the original scripts' names (`output_weights`,
+`cls/squad/...`), and to Hugging Face's as the matching `BertFor...` class
+(`modeling.huggingface_tasks`); one that has no such class is refused, and
+a tensor that has no place in a layout is named in the log, never dropped
+silently.
 
 The output folder appears whole or not at all, and only where nothing is
 lost: a new or empty folder, or one an earlier export of the same format
@@ -26,71 +29,93 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
+from typing import Any
 
 from absl import logging
 
 from core.export_folder import check_export_folder, export_folder
-from modeling.checkpoints import export_google_checkpoint, export_huggingface, load_weights
-from modeling.pretrained import load_config, load_tokenizer
-from modeling.pretrainer import BertPretrainer
+from modeling.checkpoints import export_google_checkpoint, export_huggingface
+from modeling.export_sources import export_source, source_paths
+from modeling.huggingface_tasks import (check_task_layout, export_huggingface_task,
+                                        has_task_layout)
+from modeling.quantization import check_quantize
 from modeling.tf_hub_export import export_tf_hub
 
 FORMATS = ("google", "huggingface", "tf_hub")
 
 
-def export_model(source: str | os.PathLike, output_dir: str | os.PathLike, format_name: str,
-                 sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
+def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
+                 sequence_length: int = 128, do_lower_case: bool | None = None,
+                 quantize: str | None = None) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
-    `output_dir` must be new, empty, or an earlier export of the same format
-    (see the module). `do_lower_case` overrides the casing read from the
-    source; it decides the TF Hub preprocessor's tokenizer and Hugging
-    Face's `tokenizer_config.json`. `sequence_length` is the TF Hub
-    preprocessor's.
+    Args:
+      source: a model of this project (a fine-tuned task model, an encoder,
+        a `BertTextEmbedder`), a `.keras` file one was saved to, or a folder,
+        checkpoint or model name (`modeling.export_sources`).
+      output_dir: new, empty, or an earlier export of the same format (see the module).
+      format_name: "google", "huggingface" or "tf_hub".
+      sequence_length: what the TF Hub preprocessor pads to.
+      do_lower_case: overrides the casing read from the source; it decides the
+        TF Hub preprocessor's tokenizer and Hugging Face's `tokenizer_config.json`.
+      quantize: "int8" quantizes the TF Hub encoder (`model.quantize`); the
+        other formats write float checkpoints and refuse it.
+
+    A fine-tuned classifier, tagger or span model goes to Hugging Face as
+    its `BertFor...` class with its labels (`modeling.huggingface_tasks`),
+    and to Google's layout with its head under the original scripts' names.
     """
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
                          f"got {format_name!r}")
-    check_export_folder(output_dir, format_name, [source], argument="output_dir")
+    check_quantize(quantize, format_name, None if format_name == "tf_hub" else
+                   "a float checkpoint (int8 weights have no place in it)")
+    check_export_folder(output_dir, format_name, source_paths(source), argument="output_dir")
     if format_name == "tf_hub":
-        return export_tf_hub(source, output_dir, sequence_length, do_lower_case)
-    config = load_config(source)
-    tokenizer = load_tokenizer(source, do_lower_case)
-    model = BertPretrainer(config)
-    report = load_weights(model, source)
-    logging.info("%s: %d tensors to export (%s format)", source, len(report.loaded),
-                 report.format)
-    if report.missing:
-        logging.info("the source has no %s; they are not exported", ", ".join(report.missing))
-    if report.unexpected:
-        logging.warning("%d tensors of %s are not part of a pre-trained BERT and are not "
-                        "exported: %s", len(report.unexpected), source,
-                        ", ".join(report.unexpected))
-    weights = _LoadedWeights(model, report.loaded)
-    with export_folder(output_dir, format_name, [source], argument="output_dir") as staging:
+        return export_tf_hub(source, output_dir, sequence_length, do_lower_case, quantize)
+    loaded = export_source(source, do_lower_case)
+    task_layout = format_name == "huggingface" and has_task_layout(loaded.model)
+    if task_layout:
+        check_task_layout(loaded.model)
+    loaded.require_vocabulary(f"the {format_name} export")
+    with export_folder(output_dir, format_name, source_paths(source),
+                       argument="output_dir") as staging:
+        loaded.write_vocabulary(os.path.join(staging, "vocab.txt"), f"the {format_name} export")
         if format_name == "google":
-            export_google_checkpoint(weights, os.path.join(staging, "bert_model.ckpt"))
-            config.to_json_file(os.path.join(staging, "bert_config.json"))
+            export_google_checkpoint(_Weights(loaded.variables),
+                                     os.path.join(staging, "bert_model.ckpt"))
+            loaded.config.to_json_file(os.path.join(staging, "bert_config.json"))
+        elif task_layout:
+            export_huggingface_task(loaded.model, loaded.config, staging)
         else:
-            export_huggingface(weights, staging, config)
-            settings = {"do_lower_case": tokenizer.do_lower_case,
+            export_huggingface(_Weights(_encoder_side(loaded.variables)), staging, loaded.config)
+        if format_name == "huggingface":
+            settings = {"do_lower_case": loaded.do_lower_case,
                         "tokenizer_class": "BertTokenizer",
-                        "model_max_length": config.max_position_embeddings}
+                        "model_max_length": loaded.config.max_position_embeddings}
             Path(staging, "tokenizer_config.json").write_text(json.dumps(settings, indent=2)
                                                                + "\n")
-        shutil.copyfile(tokenizer.vocab_file, os.path.join(staging, "vocab.txt"))
     return Path(output_dir)
 
 
-class _LoadedWeights:
-    """The variables the source filled, under their Google names: a head the source lacks
-    (randomly initialized here) is left out of the export rather than written as if trained."""
+def _encoder_side(variables: dict) -> dict:
+    """The variables a Hugging Face BertModel / BertForPreTraining has: no fine-tuned head
+    (a head without a BertFor... class is listed in the log, not dropped silently)."""
+    kept = {name: value for name, value in variables.items()
+            if name.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))}
+    left = sorted(set(variables) - set(kept))
+    if left:
+        logging.warning("%d tensors are not part of a pre-trained BERT and are not exported: "
+                        "%s", len(left), ", ".join(left))
+    return kept
 
-    def __init__(self, model: BertPretrainer, loaded: list[str]):
-        variables = model.checkpoint_variables()
-        self._variables = {name: variables[name] for name in loaded}
+
+class _Weights:
+    """Variables by Google name, as the checkpoint writers take a model."""
+
+    def __init__(self, variables: dict):
+        self._variables = dict(variables)
 
     def checkpoint_variables(self) -> dict:
         return dict(self._variables)

@@ -30,13 +30,17 @@ of fine-tuning's cost.
 
 from __future__ import annotations
 
+import glob
+import hashlib
+import json
 import math
 import os
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 from keras import ops
 
 from core.arguments import check_integer, check_number
@@ -120,6 +124,59 @@ def write_features(encoder, arrays: dict[str, np.ndarray], choice: str, path: st
             output[start:start + batch_size] = np.asarray(compute(batch), dtype=np.float32)
         output.flush()
         del output
+
+
+def cached_features(build_encoder: Callable[[], keras.Model], checkpoint: str,
+                    identity: Mapping[str, Any], splits: Mapping[str, dict[str, np.ndarray]],
+                    choice: str, folder: str, batch_size: int) -> dict[str, np.ndarray]:
+    """Each split's features (memory-mapped), computed only where no cache entry exists.
+
+    An entry is `<folder>/<split>-<choice>-len<length>-<hash>.npy`, the hash
+    over the checkpoint (its path, and each file's size and time),
+    `identity` (what else makes the encoder: its config, its precision) and
+    the split's token ids, so changing the data or the checkpoint never
+    reads stale features. `build_encoder` (a frozen encoder with
+    `output_hidden_states`) is called only when an entry is missing.
+
+    Args:
+      build_encoder: makes the encoder, its weights loaded from `checkpoint`.
+      checkpoint: the encoder's checkpoint: a prefix, a file or a folder.
+      identity: the rest of what the features depend on, as JSON values.
+      splits: each split's arrays (ENCODER_INPUTS), by split name.
+      choice: one of FEATURE_LAYERS.
+      folder: where the entries are kept.
+      batch_size: windows per forward pass.
+    """
+    checkpoint = os.path.abspath(checkpoint)
+    source = json.dumps({"checkpoint": checkpoint, "files": _checkpoint_files(checkpoint),
+                         **identity}, sort_keys=True).encode()
+    paths = {}
+    for name, arrays in splits.items():
+        digest = hashlib.sha256(source)
+        for key in ENCODER_INPUTS:
+            digest.update(np.ascontiguousarray(arrays[key]).tobytes())
+        paths[name] = os.path.join(folder, f"{name}-{choice}-len{arrays['input_ids'].shape[1]}"
+                                           f"-{digest.hexdigest()[:16]}.npy")
+    encoder = None
+    for name, path in paths.items():
+        if os.path.exists(path):
+            logging.info("%s: reusing cached features %s", name, path)
+            continue
+        encoder = encoder or build_encoder()
+        logging.info("%s: computing %s features of %d windows into %s", name, choice,
+                     len(splits[name]["input_ids"]), path)
+        write_features(encoder, splits[name], choice, path, batch_size)
+    return {name: np.load(path, mmap_mode="r") for name, path in paths.items()}
+
+
+def _checkpoint_files(path: str) -> list:
+    """(file, size, mtime) of each file of a checkpoint: a prefix, a file or a folder."""
+    files = (sorted(os.path.join(path, name) for name in os.listdir(path))
+             if os.path.isdir(path) else sorted(glob.glob(glob.escape(path) + "*")))
+    if not files:
+        raise FileNotFoundError(f"{path}: no such checkpoint file, folder or prefix")
+    return [(os.path.basename(file), os.stat(file).st_size, os.stat(file).st_mtime_ns)
+            for file in files]
 
 
 class FeatureBatches(keras.utils.PyDataset):

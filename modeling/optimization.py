@@ -34,6 +34,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from core.arguments import check_number
 from core.framework import OptimizerWithBatchUpdate
 from modeling.layers import fast_paths
 
@@ -284,6 +285,35 @@ def _one_minus_power(beta: float, step):
     -expm1(step * log(beta)), with the log taken in float64, does not.
     """
     return -ops.expm1(step * math.log(beta))
+
+
+def plan(batches_per_epoch: float, epochs: float, warmup_proportion: float) -> tuple[int, int]:
+    """(updates, warm-up updates) of a run: the schedule's length, counted once for every trainer.
+
+    The rule: updates = floor(batches_per_epoch x epochs), at least 1;
+    warm-up = floor(updates x warmup_proportion). The schedule must end on
+    the last update the run makes (the rate reaches 0 there, and not before),
+    so `batches_per_epoch` counts the batches the trainer actually runs,
+    which depends on how it cuts a pass over N examples into batches of B:
+
+    - the runners read one repeated, shuffled stream cut into whole batches
+      (a pass's remainder starts the next pass, a final remainder is
+      dropped): N / B, a fraction (`OptimizationConfig.schedule`);
+    - Keras' `fit` batches each epoch apart and runs its short last batch as
+      a step of its own: ceil(N / B) (the task models' `fit`).
+
+    A run of a fixed number of updates is one epoch of that many batches.
+
+    Args:
+      batches_per_epoch: batches (optimizer updates) per pass over the data, > 0.
+      epochs: passes over the data, > 0 (fractions allowed).
+      warmup_proportion: the share of the updates that warm up, in [0, 1].
+    """
+    batches_per_epoch = check_number("batches_per_epoch", batches_per_epoch, 0.0, above=True)
+    epochs = check_number("epochs", epochs, 0.0, above=True)
+    warmup_proportion = check_number("warmup_proportion", warmup_proportion, 0.0, 1.0)
+    updates = max(1, int(batches_per_epoch * epochs))
+    return updates, int(updates * warmup_proportion)
 
 
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,

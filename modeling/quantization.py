@@ -18,12 +18,14 @@ rebuilds the float model, quantizes it and then reads the int8 weights.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import keras
 
+from core.arguments import FieldError
 from core.framework import all_layers, unwrap_quantize
-from modeling.layers import int8
+from modeling.layers import fast_paths, int8
 
 _CONFIG_KEY = "quantization_mode"
 
@@ -31,6 +33,21 @@ _CONFIG_KEY = "quantization_mode"
 def quantizable_layers(model: keras.Layer) -> list[keras.Layer]:
     """The layers under `model` that have an int8 form here, in Keras' order."""
     return [layer for layer in all_layers(model) if isinstance(layer, int8.Quantizable)]
+
+
+def is_quantized(model: keras.Layer) -> bool:
+    """Whether any projection under `model` is quantized (a call with training=True is refused)."""
+    return any(layer.quantization_mode is not None for layer in quantizable_layers(model))
+
+
+def portable_tracing(model: keras.Layer) -> contextlib.AbstractContextManager:
+    """Where to trace `model` for an export on ids: an int8 model with the plain int8 product.
+
+    XLA compiles that one (to an int8 dot) and it needs no oneDNN where the
+    export loads; oneDNN's kernel, the fast path outside XLA, is neither.
+    A float model keeps its fast paths, which XLA and TFLite take as they are.
+    """
+    return fast_paths.disabled() if is_quantized(model) else contextlib.nullcontext()
 
 
 class QuantizableModel:
@@ -97,3 +114,22 @@ class QuantizableModel:
         if mode is not None:
             model.quantize(mode)
         return model
+
+
+def check_quantize(quantize: str | None, format_name: str, float_output: str | None) -> None:
+    """Refuses an export's `quantize` that is not "int8", or is asked of a format that cannot
+    hold int8 weights (`float_output` says what that format writes; None: it can).
+
+    Args:
+      quantize: None (float export) or the mode asked for.
+      format_name: the export's format, for the message.
+      float_output: what the format writes instead of an int8 SavedModel, or None.
+    """
+    if quantize is None:
+        return
+    if quantize != int8.MODE:
+        raise FieldError("{quantize} must be {0!r} (or unset), got {1!r}", int8.MODE, quantize)
+    if float_output is not None:
+        raise FieldError("{quantize}={0!r} exports int8 SavedModels; the {1!r} format writes "
+                         "{2}, so leave {quantize} unset for it", quantize, format_name,
+                         float_output)

@@ -12,16 +12,22 @@ unchanged.
 original AdamW (decay 0.01, epsilon 1e-6, no bias correction, global-norm
 clipping at 1.0), learning rate 5e-5 with linear warm-up over the first 10%
 of the steps, then linear decay to 0. The number of steps is known only
-when `fit` sees the data, so each `fit` call plans its own schedule there: a
-`fit` is one fine-tuning run, warm-up included.
+when `fit` sees the data, so each `fit` call plans its own schedule there
+with the runners' rule (`modeling.optimization.plan`): a `fit` is one
+fine-tuning run, warm-up included.
+
+`fit` trains as the runners do: it stops at a step whose loss or gradients
+are not finite, keeping the weights from before it (`modeling.divergence`);
+with `resume_dir` a killed `fit` called again continues to the same weights,
+bit for bit (`modeling.resume`, `modeling.example_order`); with `log_dir`
+it writes the loss and the learning rate for TensorBoard
+(`modeling.training_logs`).
 
 Every argument is checked in Python before Keras builds a dataset: counts,
-rates, labels (by the task's hooks), sample weights, empty inputs. An
-empty input predicts an empty result; `fit` and `evaluate` refuse it. A
-step whose loss or gradients are not finite ends `fit` with `FitDiverged`
-and leaves the weights from before it (`modeling.divergence`). Texts cut
-at `sequence_length` are counted and logged once per call
-(`modeling.truncation`).
+rates, labels (by the task's hooks), sample weights, empty inputs
+(`modeling.text_arguments`). An empty input predicts an empty result;
+`fit` and `evaluate` refuse it. Texts cut at `sequence_length` are counted
+and logged once per call (`modeling.truncation`).
 """
 
 from __future__ import annotations
@@ -33,15 +39,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import check_integer, check_number, is_number
+from core.arguments import check_integer, check_number
+from core.record_schema import ENCODER_INPUTS
 from modeling import truncation
 from modeling.divergence import StepGuard, guarded_train_step
-from core.record_schema import ENCODER_INPUTS
-from modeling.labels import as_list
-from modeling.optimization import create_optimizer
+from modeling.example_order import ExampleOrder, draw_seed, fit_in_order
+from modeling.optimization import create_optimizer, plan
+from modeling.resume import ResumeFolder, SaveCheckpoints
+from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
+                                     example_count, folder_argument, is_raw_text, kind,
+                                     optional_count, rows, sample_weights)
+from modeling.training_logs import LogScalars
 
 AUTO = "auto"
-DEFAULT_BATCH_SIZE = 32  # Keras' own default for arrays
 
 
 class TextTaskMixin:
@@ -105,51 +115,120 @@ class TextTaskMixin:
         return []
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, sample_weight=None,
-            validation_data=None, steps_per_epoch=None, initial_epoch=0, shuffle=True,
+            validation_data=None, steps_per_epoch=None, initial_epoch=0, shuffle=True, *,
+            resume_dir=None, save_freq: int = 1000, log_dir=None, log_freq: int = 100,
             **kwargs):
-        """Keras `fit`; stops with `FitDiverged` at a step whose loss or gradients are not
-        finite, the model keeping the weights from before that step."""
-        batch_size = _optional_count("batch_size", batch_size)
+        """Keras `fit`, with the runners' stop on divergence, resume after a kill and logs.
+
+        A step whose loss or gradients are not finite is not applied: `fit`
+        stops with `FitDiverged` (a `TrainingDiverged`), the model keeping the
+        weights from before it. `compile()`'s schedule spans the steps `fit`
+        runs: ceil(N / batch_size) per epoch, the short last batch a step of
+        its own (`modeling.optimization.plan`). Raw text given as Python data is
+        fed in an order drawn from a seed (`modeling.example_order`), afresh
+        each epoch unless `shuffle=False`.
+
+        Args (beyond Keras'):
+          resume_dir: a folder for checkpoints (raw text from Python only). A
+            `fit` killed midway and called again the same way continues from
+            its newest checkpoint and ends with the same weights, bit for bit,
+            as an uninterrupted one (`modeling.resume`); a finished one
+            returns at once. A run that continues inside an epoch calls
+            Keras' `fit` twice, so callbacks see two trainings.
+          save_freq: steps between checkpoints in `resume_dir`; each epoch's
+            end and the last step are saved too.
+          log_dir: a folder for TensorBoard: the loss, the metrics and the
+            learning rate every `log_freq` steps under `log_dir/train`, each
+            epoch's validation scores under `log_dir/validation`.
+          log_freq: steps between those points (the last step is logged too).
+        """
+        batch_size = optional_count("batch_size", batch_size)
         epochs = check_integer("epochs", epochs)
-        steps_per_epoch = _optional_count("steps_per_epoch", steps_per_epoch)
+        steps_per_epoch = optional_count("steps_per_epoch", steps_per_epoch)
         initial_epoch = check_integer("initial_epoch", initial_epoch, minimum=0)
+        save_freq, log_freq = check_integer("save_freq", save_freq), check_integer(
+            "log_freq", log_freq)
+        resume_dir = folder_argument("resume_dir", resume_dir)
+        log_dir = folder_argument("log_dir", log_dir)
         if initial_epoch >= epochs:
             raise ValueError(f"initial_epoch={initial_epoch} is not below epochs={epochs}: "
                              "fit would train nothing (epochs is the index of the epoch to "
                              "stop before, counted from 0)")
-        _check_examples(x, "x", "fit needs at least one")
-        if is_raw_text(x):
-            if kwargs.get("validation_split"):
-                raise ValueError("validation_split splits arrays, not raw text: pass "
-                                 "validation_data=(texts, labels)")
-            # Shuffled here, as Keras shuffles arrays: it leaves datasets as they come.
-            x = self.text_dataset(x, y, sample_weight, batch_size,
-                                  shuffle=shuffle and not isinstance(x, tf.data.Dataset),
-                                  call="fit", needs_labels=True)
-            y = sample_weight = batch_size = None
-            shuffle = False
+        check_examples(x, "x", "fit needs at least one")
+        in_order = is_raw_text(x) and not isinstance(x, tf.data.Dataset)
+        if resume_dir is not None and not in_order:
+            raise ValueError(f"resume_dir needs x as raw text in Python lists or arrays, got "
+                             f"{kind(x)}: fit can restore the place of a killed run only in "
+                             "an order it draws itself")
+        if is_raw_text(x) and kwargs.get("validation_split"):
+            raise ValueError("validation_split splits arrays, not raw text: pass "
+                             "validation_data=(texts, labels)")
+        if in_order:
+            order = ExampleOrder(*self._text_columns_checked(x, y, sample_weight, call="fit",
+                                                             needs_labels=True),
+                                 batch_size or DEFAULT_BATCH_SIZE, bool(shuffle))
+            per_epoch = steps_per_epoch or order.batches_per_pass
+        else:
+            if is_raw_text(x):  # a dataset of raw text, batched by its maker
+                x, y, sample_weight, batch_size, shuffle = (self.text_dataset(x, call="fit"),
+                                                            None, None, None, False)
+            per_epoch = epoch_steps(x, batch_size, steps_per_epoch,
+                                     kwargs.get("validation_split"))
         validation_data = self._validation_dataset(validation_data, batch_size)
-        if getattr(self, "_plan_schedule", False):
-            steps = _steps_per_epoch(x, batch_size, steps_per_epoch) * (epochs - initial_epoch)
-            learning_rate = self._recipe["learning_rate"]
-            warmup = int(steps * self._recipe["warmup_proportion"])
-            super().compile(optimizer=create_optimizer(learning_rate, steps, warmup),
-                            **self._compile_args)
         guard = getattr(self, "_step_guard", None)
         if guard is None:
             raise ValueError(f"{self.name} is not compiled: call compile() (the paper's "
                              "recipe) or compile(optimizer=..., loss=...) before fit")
-        callbacks = [*(kwargs.pop("callbacks", None) or []), guard.start()]
+        total = per_epoch and per_epoch * (epochs - initial_epoch)
+        self._plan_steps(per_epoch, epochs - initial_epoch)
+        resume = None if resume_dir is None else ResumeFolder(
+            resume_dir, self, f"fit:{type(self).__name__}",
+            {**order.stamp(), "epochs": epochs, "initial_epoch": initial_epoch,
+             "steps_per_epoch": per_epoch, **self._recipe_stamp()})
+        seed = draw_seed() if in_order else None
+        done, seed = resume.restore(seed) if resume else (0, seed)
+        callbacks = [*(kwargs.pop("callbacks", None) or []), guard.start(done)]
+        if resume:
+            callbacks.append(SaveCheckpoints(resume, guard, save_freq, total))
+        if log_dir is not None:
+            callbacks.append(LogScalars(log_dir, guard, log_freq, total or math.inf))
         try:
-            history = super().fit(
-                x, y, batch_size=batch_size, epochs=epochs, sample_weight=sample_weight,
-                validation_data=validation_data, steps_per_epoch=steps_per_epoch,
-                initial_epoch=initial_epoch, shuffle=shuffle, callbacks=callbacks, **kwargs)
+            if in_order:
+                history = fit_in_order(super().fit, order, seed, done, per_epoch,
+                                       range(initial_epoch, epochs), self._preprocess_batch,
+                                       validation_data=validation_data, callbacks=callbacks,
+                                       **kwargs)
+            else:
+                history = super().fit(
+                    x, y, batch_size=batch_size, epochs=epochs, sample_weight=sample_weight,
+                    validation_data=validation_data, steps_per_epoch=steps_per_epoch,
+                    initial_epoch=initial_epoch, shuffle=shuffle, callbacks=callbacks,
+                    **kwargs)
         finally:
-            diverged = guard.finish()
+            diverged = guard.finish(resume.newest if resume else None)
+            if resume:
+                resume.release()
         if diverged is not None:
             raise diverged
         return history
+
+    def _plan_steps(self, per_epoch: int | None, epochs: int) -> None:
+        """With `compile()`'s recipe, the optimizer with its schedule over the steps to run."""
+        if not getattr(self, "_plan_schedule", False):
+            return
+        if not per_epoch:
+            raise ValueError("compile() chose the warm-up and decay schedule, whose length "
+                             "fit cannot tell from a dataset of unknown size: pass "
+                             "steps_per_epoch, or compile with your own optimizer")
+        updates, warmup = plan(per_epoch, epochs, self._recipe["warmup_proportion"])
+        super().compile(optimizer=create_optimizer(self._recipe["learning_rate"], updates,
+                                                   warmup), **self._compile_args)
+
+    def _recipe_stamp(self) -> dict:
+        """What of the optimizer a resumed run must share with the run it continues."""
+        if getattr(self, "_plan_schedule", False):
+            return {"optimizer": AUTO, **self._recipe}
+        return {"optimizer": type(self.optimizer).__name__}
 
     def train_step(self, data):
         guard = getattr(self, "_step_guard", None)
@@ -158,8 +237,8 @@ class TextTaskMixin:
         return guarded_train_step(self, data, guard)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        batch_size = _optional_count("batch_size", batch_size)
-        _check_examples(x, "x", "evaluate needs at least one")
+        batch_size = optional_count("batch_size", batch_size)
+        check_examples(x, "x", "evaluate needs at least one")
         if is_raw_text(x):
             x = self.text_dataset(x, y, sample_weight, batch_size, call="evaluate",
                                   needs_labels=True)
@@ -169,7 +248,7 @@ class TextTaskMixin:
 
     def predict(self, x, batch_size=None, **kwargs):
         """Keras `predict`; no examples give an empty result of the outputs' shape."""
-        batch_size = _optional_count("batch_size", batch_size)
+        batch_size = optional_count("batch_size", batch_size)
         if x is None:
             raise ValueError("x is None: give the examples to predict")
         if example_count(x) == 0:
@@ -179,11 +258,10 @@ class TextTaskMixin:
         return super().predict(x, batch_size=batch_size, **kwargs)
 
     def text_dataset(self, x, y=None, sample_weight=None, batch_size=None,
-                     shuffle: bool = False, call: str = "predict", argument: str = "x",
+                     call: str = "predict", argument: str = "x",
                      needs_labels: bool = False) -> tf.data.Dataset:
-        """Raw inputs (or a batched dataset of them) as a dataset of model inputs.
+        """Raw inputs (or a batched dataset of them) as a dataset of model inputs, in order.
 
-        `shuffle` reorders the examples anew each epoch (Python inputs only).
         `call` and `argument` name the method and argument in messages and in
         the count of texts cut at `sequence_length`; `needs_labels` refuses
         Python inputs without `y`.
@@ -192,36 +270,43 @@ class TextTaskMixin:
         if isinstance(x, tf.data.Dataset):
             dataset = x
         else:
-            where = "" if argument == "x" else f"{argument}: "
-            if needs_labels and y is None:
-                raise ValueError(f"{where}{call} on raw text needs the labels: give y")
-            try:
-                inputs, labels = self._text_columns(x, y, "y" if argument == "x" else argument)
-            except (TypeError, ValueError) as error:
-                if str(error).startswith(where):  # the label checks name the argument
-                    raise
-                raise type(error)(f"{where}{error}") from None
-            count = _rows(inputs)
-            if count == 0:
-                raise ValueError(f"{where}{argument} holds no examples: {call} needs at least "
-                                 "one")
-            weights = _sample_weights(sample_weight, argument)
-            if labels is not None and _rows(labels) != count:
-                raise ValueError(f"{where}x holds {count} examples but y {_rows(labels)} "
-                                 "labels: give one label per example")
-            if weights is not None and _rows(weights) != count:
-                raise ValueError(f"{where}x holds {count} examples but sample_weight "
-                                 f"{_rows(weights)} weights: give one weight per example")
-            columns = tuple(column for column in (inputs, labels, weights)
-                            if column is not None)
-            truncation.report(call if argument == "x" else f"{call} {argument}",
-                              self._truncation(inputs))
-            dataset = tf.data.Dataset.from_tensor_slices(columns)
-            if shuffle:
-                dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
-            dataset = dataset.ragged_batch(batch_size or DEFAULT_BATCH_SIZE)
+            columns, _ = self._text_columns_checked(x, y, sample_weight, call, argument,
+                                                    needs_labels)
+            dataset = tf.data.Dataset.from_tensor_slices(columns).ragged_batch(
+                batch_size or DEFAULT_BATCH_SIZE)
         return dataset.map(self._preprocess_batch, num_parallel_calls=tf.data.AUTOTUNE
                            ).prefetch(tf.data.AUTOTUNE)
+
+    def _text_columns_checked(self, x, y, sample_weight, call: str, argument: str = "x",
+                              needs_labels: bool = False) -> tuple[tuple, int]:
+        """(columns, count): Python inputs, labels and weights checked, as tensors.
+
+        The columns are (inputs, labels, weights), without those not given;
+        what the window cuts is reported here, once per call.
+        """
+        self._require_preprocessor()
+        where = "" if argument == "x" else f"{argument}: "
+        if needs_labels and y is None:
+            raise ValueError(f"{where}{call} on raw text needs the labels: give y")
+        try:
+            inputs, labels = self._text_columns(x, y, "y" if argument == "x" else argument)
+        except (TypeError, ValueError) as error:
+            if str(error).startswith(where):  # the label checks name the argument
+                raise
+            raise type(error)(f"{where}{error}") from None
+        count = rows(inputs)
+        if count == 0:
+            raise ValueError(f"{where}{argument} holds no examples: {call} needs at least one")
+        weights = sample_weights(sample_weight, argument)
+        if labels is not None and rows(labels) != count:
+            raise ValueError(f"{where}x holds {count} examples but y {rows(labels)} "
+                             "labels: give one label per example")
+        if weights is not None and rows(weights) != count:
+            raise ValueError(f"{where}x holds {count} examples but sample_weight "
+                             f"{rows(weights)} weights: give one weight per example")
+        truncation.report(call if argument == "x" else f"{call} {argument}",
+                          self._truncation(inputs))
+        return tuple(column for column in (inputs, labels, weights) if column is not None), count
 
     def _validation_dataset(self, validation_data, batch_size: int | None):
         """`validation_data` as `fit` hands it to Keras: raw text becomes a dataset."""
@@ -235,7 +320,7 @@ class TextTaskMixin:
                              f"dataset, got {type(validation_data).__name__}"
                              + (f" of {len(validation_data)} items"
                                 if isinstance(validation_data, (tuple, list)) else ""))
-        _check_examples(validation_data[0], "validation_data", "there is nothing to validate on")
+        check_examples(validation_data[0], "validation_data", "there is nothing to validate on")
         if not is_raw_text(validation_data[0]):
             return validation_data
         return self.text_dataset(*validation_data, batch_size=batch_size, call="fit",
@@ -268,113 +353,3 @@ class TextTaskMixin:
     def _empty_outputs(self, input_shape: tuple):
         """`predict`'s result for packed inputs of `input_shape`, which has no rows."""
         raise ValueError(f"x holds no examples: {type(self).__name__} has nothing to predict")
-
-
-def is_raw_text(x) -> bool:
-    """Whether `x` holds strings (or a dataset whose inputs are strings), not packed ids.
-
-    Lists are judged by their first string or number, however deeply nested,
-    so a batch of sentences may start with an empty one.
-    """
-    if isinstance(x, tf.data.Dataset):
-        spec = x.element_spec
-        spec = spec[0] if isinstance(spec, tuple) and len(spec) in (2, 3) and not all(
-            getattr(part, "dtype", None) == tf.string for part in spec) else spec
-        return all(getattr(part, "dtype", None) == tf.string for part in tf.nest.flatten(spec))
-    if isinstance(x, (dict, type(None))):
-        return False
-    if isinstance(x, (str, bytes)):
-        return True
-    if isinstance(x, (tf.Tensor, tf.RaggedTensor)):
-        return x.dtype == tf.string
-    if isinstance(x, np.ndarray):
-        return x.dtype.kind in "USO"
-    if isinstance(x, (list, tuple)):
-        leaf = _first_leaf(x)
-        return isinstance(leaf, (str, bytes)) or (leaf is None and _nested(x))
-    return False
-
-
-def example_count(x) -> int | None:
-    """How many examples `x` holds, where Python can tell without reading a dataset.
-
-    A tuple of sequences is a pair of text columns; a dict holds packed arrays.
-    """
-    if isinstance(x, dict):
-        return len(next(iter(x.values()))) if x else 0
-    if isinstance(x, tuple) and x and all(_is_sequence(column) for column in x):
-        return len(x[0])
-    if isinstance(x, (list, tuple, np.ndarray)) or (
-            isinstance(x, (tf.Tensor, tf.RaggedTensor)) and x.shape.rank):
-        return len(x)
-    return None
-
-
-def _first_leaf(x):
-    """The first item of nested lists and tuples that is neither, or None if all are empty."""
-    for item in x:
-        leaf = _first_leaf(item) if isinstance(item, (list, tuple)) else item
-        if leaf is not None:
-            return leaf
-    return None
-
-
-def _nested(x) -> bool:
-    """A list of (empty) lists: sentences without words, still raw text for a tagger."""
-    return bool(x) and all(isinstance(item, (list, tuple)) for item in x)
-
-
-def _is_sequence(column) -> bool:
-    return isinstance(column, (list, tuple, np.ndarray)) or (
-        isinstance(column, (tf.Tensor, tf.RaggedTensor)) and bool(column.shape.rank))
-
-
-def _check_examples(x, argument: str, needed: str) -> None:
-    """Refuses a missing or empty `x` before Keras meets it (its error: `pop from an empty set`).
-
-    `needed` ends the message: why no examples will not do.
-    """
-    if x is None:
-        raise ValueError(f"{argument} is None: {needed}")
-    if example_count(x) == 0:
-        raise ValueError(f"{argument} holds no examples: {needed}")
-
-
-def _optional_count(name: str, value) -> int | None:
-    return None if value is None else check_integer(name, value)
-
-
-def _rows(column) -> int:
-    """The number of examples in a column (or a pair of columns) of tensors."""
-    first = tf.nest.flatten(column, expand_composites=False)[0]
-    return int(first.nrows()) if isinstance(first, tf.RaggedTensor) else int(first.shape[0])
-
-
-def _sample_weights(sample_weight, argument: str) -> tf.Tensor | None:
-    """Finite weights >= 0 as a float32 column; None when none is given."""
-    if sample_weight is None:
-        return None
-    name = "sample_weight" if argument == "x" else f"{argument}'s sample weights"
-    weights = as_list(sample_weight, name)
-    for index, weight in enumerate(weights):
-        if not is_number(weight) or weight < 0:
-            raise ValueError(f"{name}: example {index} has weight {weight!r}; weights must be "
-                             "finite numbers >= 0")
-    return tf.constant(weights, tf.float32)
-
-
-def _steps_per_epoch(x, batch_size: int | None, steps_per_epoch: int | None) -> int:
-    """How many batches one epoch of `x` has: the schedule's length needs it before fitting."""
-    if steps_per_epoch:
-        return steps_per_epoch
-    if isinstance(x, tf.data.Dataset):
-        count = int(x.cardinality())
-        if count < 0:
-            raise ValueError("compile() chose the warm-up and decay schedule, whose length "
-                             "fit cannot tell from a dataset of unknown size: pass "
-                             "steps_per_epoch, or compile with your own optimizer")
-        if count == 0:
-            raise ValueError("x is an empty dataset: fit needs at least one batch")
-        return count
-    first = next(iter(x.values())) if isinstance(x, dict) else x
-    return math.ceil(len(first) / (batch_size or DEFAULT_BATCH_SIZE))

@@ -36,20 +36,28 @@ refuse, so that the likeliest mistake reads as a sentence.
 
 The encoder takes the three int32 inputs, runs in float32, and accepts
 `training=True` for fine-tuning (dropout on); it lists `variables` and
-`trainable_variables` as TF Hub's reusable SavedModels do.
+`trainable_variables` as TF Hub's reusable SavedModels do. It holds only
+TensorFlow's own ops: it loads without tensorflow-text and compiles with
+XLA. An int8 encoder (`quantize="int8"`) is for inference only (no
+`training=True`) and is traced for XLA (`modeling.quantization.portable_tracing`).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
+import keras
 import tensorflow as tf
 
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from modeling.encoder import load_encoder
+from modeling.encoder import BertEncoder, load_encoder
+from modeling.export_sources import export_source, source_paths
 from modeling.pretrained import load_config, load_tokenizer
+from modeling.quantization import check_quantize, is_quantized, portable_tracing
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
@@ -60,43 +68,73 @@ HUB_INPUTS = {"input_word_ids": "input_ids", "input_mask": "input_mask",
 _TEXTS = tf.TensorSpec([None], tf.string)
 
 
-def export_tf_hub(source: str | os.PathLike, folder: str | os.PathLike,
-                  sequence_length: int = 128, do_lower_case: bool | None = None) -> Path:
+def export_tf_hub(source: Any, folder: str | os.PathLike,
+                  sequence_length: int = 128, do_lower_case: bool | None = None,
+                  quantize: str | None = None) -> Path:
     """Writes `folder/preprocess` and `folder/encoder` for the model in `source`.
 
-    `source` is any folder or checkpoint `load_encoder` takes; its casing
-    comes from the folder unless `do_lower_case` is given. `sequence_length`
-    is what the preprocessor's default signature pads to (`bert_pack_inputs`
-    takes its own). `folder` must be new, empty, or an earlier TF Hub export
-    (`core.export_folder`: it is then replaced whole); it appears whole or
-    not at all. Every argument is checked before the weights are loaded.
-
     Args:
-      source: a model name, folder or checkpoint.
-      folder: where to write the two SavedModels.
-      sequence_length: the default signature's row length.
-      do_lower_case: True or False to override the folder's casing.
+      source: any folder or checkpoint `load_encoder` takes, or a model of
+        this project (its encoder is exported, its head left out) or the
+        `.keras` file one was saved to, with its preprocessor
+        (`modeling.export_sources`).
+      folder: new, empty, or an earlier TF Hub export (`core.export_folder`:
+        it is then replaced whole); it appears whole or not at all.
+      sequence_length: what the preprocessor's default signature pads to
+        (`bert_pack_inputs` takes its own).
+      do_lower_case: overrides the source's casing.
+      quantize: "int8" quantizes the exported encoder (`model.quantize`; a copy,
+        never the model given); None exports it as it is.
+
+    Every argument is checked before the weights are loaded.
 
     Examples:
 
     >>> export_tf_hub("uncased_L-12_H-768_A-12", "bert_hub")
     PosixPath('bert_hub')
     """
-    check_export_folder(folder, "tf_hub", [source])
-    config = load_config(source)
-    sequence_length = config.check_sequence_length(sequence_length)
+    check_quantize(quantize, "tf_hub", None)
+    check_export_folder(folder, "tf_hub", source_paths(source))
     if do_lower_case is not None and not isinstance(do_lower_case, bool):
         raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
+    if isinstance(source, keras.Model) or (
+            isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".keras")):
+        loaded = export_source(source, do_lower_case)
+        sequence_length = loaded.config.check_sequence_length(sequence_length)
+        with tempfile.TemporaryDirectory() as scratch:  # the vocabulary asset's source file
+            vocab_file = os.path.join(scratch, "vocab.txt")
+            loaded.write_vocabulary(vocab_file, "the TF Hub preprocessor")
+            return _write(folder, source_paths(source), loaded.config,
+                          loaded.tokenizer(vocab_file), _encoder_from(loaded), sequence_length,
+                          quantize)
+    config = load_config(source)
+    sequence_length = config.check_sequence_length(sequence_length)
     tokenizer = load_tokenizer(source, do_lower_case)
     encoder = load_encoder(source, output_hidden_states=True)
+    return _write(folder, [source], config, tokenizer, encoder, sequence_length, quantize)
+
+
+def _write(folder, sources: list, config, tokenizer: FullTokenizer, encoder,
+           sequence_length: int, quantize: str | None = None) -> Path:
+    if quantize:
+        encoder.quantize(quantize)
     preprocess = HubPreprocess(tokenizer, sequence_length, config.max_position_embeddings)
     hub_encoder = HubEncoder(encoder, tokenizer)
-    with export_folder(folder, "tf_hub", [source]) as staging:
+    with export_folder(folder, "tf_hub", sources) as staging:
         tf.saved_model.save(preprocess, os.path.join(staging, "preprocess"),
                             signatures={"serving_default": preprocess.__call__})
-        tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
-                            signatures={"serving_default": hub_encoder.serve})
+        with portable_tracing(encoder):  # saving traces `__call__` once more
+            tf.saved_model.save(hub_encoder, os.path.join(staging, "encoder"),
+                                signatures={"serving_default": hub_encoder.serve})
     return Path(folder)
+
+
+def _encoder_from(loaded) -> BertEncoder:
+    """A BertEncoder with every hidden state, holding the source model's encoder weights."""
+    encoder = BertEncoder(loaded.config, output_hidden_states=True)
+    for name, variable in encoder.checkpoint_variables().items():
+        variable.assign(loaded.variables[name])
+    return encoder
 
 
 class HubPreprocess(tf.Module):
@@ -193,9 +231,11 @@ class HubEncoder(tf.Module):
         self.variables = list(encoder.variables)  # with the dropout seeds' state
         self.trainable_variables = list(encoder.trainable_weights)
         inputs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in HUB_INPUTS}
-        for training in (False, True):
-            self.__call__.get_concrete_function(inputs, training=training)
-        self.serve = tf.function(self._serve).get_concrete_function(**inputs)
+        # An int8 encoder is for inference only: it refuses training=True.
+        with portable_tracing(encoder):
+            for training in (False,) if is_quantized(encoder) else (False, True):
+                self.__call__.get_concrete_function(inputs, training=training)
+            self.serve = tf.function(self._serve).get_concrete_function(**inputs)
 
     @tf.function
     def __call__(self, inputs: dict, training: bool = False) -> dict:

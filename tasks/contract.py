@@ -10,6 +10,10 @@ its strategy and claims its output folder. The words mean one thing each:
 `model_files` where the model comes from as named and `resolved` those files
 found and checked (its config, its tokenizer), `training` how a run batches, saves and reports
 (`TrainingConfig`), `optimization` the optimizer and its schedule.
+
+The fine-tuning tasks implement the two steps once, in `tasks.driver`; a
+task that trains nothing (features) takes None for `training` and
+`optimization`.
 """
 
 from __future__ import annotations
@@ -20,9 +24,7 @@ from typing import Callable, Protocol, TypeVar, runtime_checkable
 import keras
 import tensorflow as tf
 
-from tasks.model_files import (FINE_TUNING, ModelFiles, ModelNeeds, ResolvedModel,
-                               resolve_model_files)
-from training import finetuning
+from tasks.model_files import ModelFiles, ResolvedModel
 from training.configs import OptimizationConfig, TrainingConfig
 
 TaskT = TypeVar("TaskT", contravariant=True)
@@ -52,42 +54,8 @@ class Task(Protocol[TaskT]):
         """Does what `task` asks, with `strategy` (default: the current one)."""
 
 
-class FineTuningTask:
-    """The `Task` steps the fine-tuning tasks (classification, SQuAD, tagging) share.
-
-    A subclass says what it needs of the model's files and writes
-    `train_and_score`. The shared part is
-    why this class exists: each fine-tuning run starts by removing what a
-    killed save left behind, before anything reads the folder.
-    """
-
-    def needs(self, task) -> ModelNeeds:
-        """What `task` needs of the model's files (`tasks.model_files`)."""
-        del task
-        return FINE_TUNING
-
-    def prepare(self, task, model_files: ModelFiles, training: TrainingConfig,
-                optimization: OptimizationConfig) -> ResolvedModel:
-        """The model's files resolved by `needs`; the task's dataclass checked itself when made."""
-        del optimization
-        return resolve_model_files(model_files, self.needs(task), training.max_seq_length)
-
-    def run(self, task, resolved: ResolvedModel, training: TrainingConfig,
-            optimization: OptimizationConfig, strategy: tf.distribute.Strategy | None = None
-            ) -> TaskResult:
-        strategy = strategy or tf.distribute.get_strategy()
-        finetuning.remove_dead_temporaries(strategy, training.output_dir)
-        return self.train_and_score(task, resolved, training, optimization, strategy)
-
-    def train_and_score(self, task, resolved: ResolvedModel, training: TrainingConfig,
-                        optimization: OptimizationConfig, strategy: tf.distribute.Strategy
-                        ) -> TaskResult:
-        """Trains, evaluates and predicts as `task` asks."""
-        raise NotImplementedError
-
-
 def run_task(family: Task[TaskSettingsT], task: TaskSettingsT, model_files: ModelFiles,
-             training: TrainingConfig, optimization: OptimizationConfig,
+             training: TrainingConfig | None, optimization: OptimizationConfig | None,
              start: Callable[[ResolvedModel], tf.distribute.Strategy] | None = None
              ) -> TaskResult:
     """`prepare`, then `start` (a runner's strategy and folder claim), then `run`."""

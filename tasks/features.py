@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from core.arguments import check_positive
+from core.arguments import FieldError, check_integer
 from core.atomic import atomic_open
 from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights
@@ -51,9 +51,9 @@ class FeatureTask:
     def __post_init__(self) -> None:
         for name in ("input_file", "output_file"):
             if not getattr(self, name):
-                raise ValueError(f"--{name} is required")
-        check_positive("max_seq_length", self.max_seq_length)
-        check_positive("batch_size", self.batch_size)
+                raise FieldError(f"{{{name}}} is required")
+        check_integer("max_seq_length", self.max_seq_length)
+        check_integer("batch_size", self.batch_size)
 
 
 def parse_line(line: str) -> tuple[str, str | None]:
@@ -69,17 +69,17 @@ def parse_line(line: str) -> tuple[str, str | None]:
 
 
 def parse_layer_indices(spec: str, num_layers: int) -> list[int]:
-    """Reads the --layers list and checks every index names an existing layer."""
+    """Reads the `layers` list and checks every index names an existing layer."""
     try:
         indices = [int(part) for part in spec.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"--layers must be comma-separated integers, got {spec!r}") from None
+        raise FieldError("{layers} must be comma-separated integers, got {0!r}", spec) from None
     if not indices:
-        raise ValueError("--layers is empty")
+        raise FieldError("{layers} is empty")
     for index in indices:
         if not -num_layers <= index < num_layers:
-            raise ValueError(f"--layers index {index} is out of range for a model with "
-                             f"{num_layers} layers")
+            raise FieldError("{layers} index {0} is out of range for a model with {1} layers",
+                             index, num_layers)
     return indices
 
 
@@ -134,8 +134,8 @@ class Features:
                 optimization: OptimizationConfig | None = None) -> ResolvedModel:
         del training, optimization  # see the class docstring
         if os.path.isdir(task.output_file):  # found now, not after every feature is computed
-            raise IsADirectoryError(f"--output_file={task.output_file} is a folder; pass the "
-                                    "name of the JSON-lines file to write")
+            raise FieldError("{output_file}={0} is a folder; pass the name of the JSON-lines "
+                             "file to write", task.output_file)
         resolved = resolve_model_files(model_files, FROZEN_ENCODER, task.max_seq_length)
         parse_layer_indices(task.layers, resolved.config.num_hidden_layers)
         return resolved

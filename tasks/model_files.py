@@ -20,6 +20,7 @@ from pathlib import Path
 
 from absl import logging
 
+from core.arguments import FieldError
 from modeling import pretrained
 from modeling.config import BertConfig, ConfigError
 from text.tokenization import FullTokenizer, load_vocab
@@ -39,10 +40,10 @@ class ModelFiles:
     def __post_init__(self) -> None:
         if self.transfer_layers is not None:
             if self.transfer_layers < 0:
-                raise ValueError(f"--transfer_layers must be 0 or more, got "
-                                 f"{self.transfer_layers}")
+                raise FieldError("{transfer_layers} must be 0 or more, got {0}",
+                                 self.transfer_layers)
             if not self.init_checkpoint:
-                raise ValueError("--transfer_layers needs --init_checkpoint: it picks which "
+                raise FieldError("{transfer_layers} needs {init_checkpoint}: it picks which "
                                  "of its layers are transferred")
 
 
@@ -51,7 +52,7 @@ class ModelNeeds:
     """What a task cannot start without, beyond the config every task reads."""
 
     vocabulary: bool  # it tokenizes: the vocabulary must fill the config's vocab_size exactly
-    weights: bool  # it reads a frozen encoder: the whole of --init_checkpoint
+    weights: bool  # it reads a frozen encoder: the whole of init_checkpoint
 
 
 # Pre-training writes a given vocabulary beside its checkpoints; the table may be padded past it.
@@ -71,7 +72,7 @@ class ResolvedModel:
     def tokenizer(self) -> FullTokenizer:
         """Built on first use: it is TensorFlow work, which must wait for the strategy."""
         if not self.files.vocab_file:
-            raise ValueError("--vocab_file is required to tokenize text")
+            raise FieldError("{vocab_file} is required to tokenize text")
         return FullTokenizer(self.files.vocab_file, do_lower_case=self.files.do_lower_case)
 
 
@@ -83,15 +84,15 @@ def resolve_model_files(model_files: ModelFiles, needs: ModelNeeds,
     before the strategy is made and before the output folder is claimed.
     """
     files = _filled_from_checkpoint_folder(model_files)
-    beside = " (or an --init_checkpoint whose folder holds it)"
+    beside = " (or an {init_checkpoint} whose folder holds it)"
     if not files.bert_config_file:
-        raise ValueError(f"--bert_config_file is required{beside}")
+        raise FieldError("{bert_config_file} is required" + beside)
     if needs.vocabulary and not files.vocab_file:
-        raise ValueError(f"--vocab_file is required{beside}")
+        raise FieldError("{vocab_file} is required" + beside)
     if needs.weights and not files.init_checkpoint:
-        raise ValueError("--init_checkpoint is required: features of a random encoder are noise")
+        raise FieldError("{init_checkpoint} is required: features of a random encoder are noise")
     if needs.weights and files.transfer_layers is not None:
-        raise ValueError("--transfer_layers picks the blocks a fine-tuned model starts from; a "
+        raise FieldError("{transfer_layers} picks the blocks a fine-tuned model starts from; a "
                          "frozen encoder is read whole")
     config = BertConfig.from_json_file(files.bert_config_file)
     config.check_sequence_length(max_seq_length, "max_seq_length", files.bert_config_file)
@@ -127,8 +128,8 @@ def _filled_from_checkpoint_folder(model_files: ModelFiles) -> ModelFiles:
     if files.do_lower_case is None and found_casing is not None:
         taken["do_lower_case"] = found_casing
     if taken:
-        logging.info("From --init_checkpoint=%s: %s", source, " ".join(
-            f"--{name}={str(value).lower() if isinstance(value, bool) else value}"
+        logging.info("From init_checkpoint=%s: %s", source, " ".join(
+            f"{name}={str(value).lower() if isinstance(value, bool) else value}"
             for name, value in taken.items()))
     files = dataclasses.replace(files, **taken)
     return dataclasses.replace(files, do_lower_case=files.do_lower_case is not False)

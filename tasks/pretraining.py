@@ -19,7 +19,7 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic
-from core.arguments import check_non_negative, check_positive
+from core.arguments import FieldError, check_integer
 from evaluation.results import write_eval_results
 from modeling.checkpoints import export_google_checkpoint, load_weights
 from modeling.pretrainer import OBJECTIVES, BertPretrainer
@@ -46,20 +46,20 @@ class PretrainingTask:
 
     def __post_init__(self) -> None:
         if not self.input_file:
-            raise ValueError("--input_file is required")
+            raise FieldError("{input_file} is required")
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"--objective must be one of {', '.join(OBJECTIVES)}, "
-                             f"got {self.objective!r}")
-        check_non_negative("max_predictions_per_seq", self.max_predictions_per_seq)
-        check_positive("max_eval_steps", self.max_eval_steps)
+            raise FieldError("{objective} must be one of {0}, got {1!r}", ", ".join(OBJECTIVES),
+                             self.objective)
+        check_integer("max_predictions_per_seq", self.max_predictions_per_seq, minimum=0)
+        check_integer("max_eval_steps", self.max_eval_steps)
         if not (self.do_train or self.do_eval):
-            raise ValueError("at least one of --do_train and --do_eval must be set")
+            raise FieldError("at least one of {do_train} and {do_eval} must be set")
 
 
 def check(task: PretrainingTask, model_files: ModelFiles, training: TrainingConfig) -> None:
     """Refuses settings that would fail late or give a run that exits 0 with a wrong result."""
     if task.max_predictions_per_seq > training.max_seq_length:
-        raise ValueError("--max_predictions_per_seq cannot exceed --max_seq_length")
+        raise FieldError("{max_predictions_per_seq} cannot exceed {max_seq_length}")
     if task.do_eval:
         check_weights_to_evaluate(("do_eval",), task.do_train, model_files.init_checkpoint,
                                   training.output_dir)
@@ -85,13 +85,13 @@ def check_records_fit_objective(file_pattern: str, objective: str) -> None:
         if "masked_lm_weights" in feature:
             masked += any(feature["masked_lm_weights"].float_list.value)
     if objective == "ltr" and masked:
-        raise ValueError(f"--objective=ltr: {path} holds masked records ({masked} of its first "
-                         f"{len(records)} have masked positions, [MASK] in their input); the "
-                         "left-to-right model needs records written with --masked_lm_prob=0")
+        raise FieldError("{objective}=ltr: {0} holds masked records ({1} of its first {2} have "
+                         "masked positions, [MASK] in their input); the left-to-right model "
+                         "needs records written with masked_lm_prob=0", path, masked, len(records))
     if objective != "ltr" and records and not masked:
-        raise ValueError(f"--objective={objective}: none of the first {len(records)} records "
-                         f"of {path} has a masked position (written with --masked_lm_prob=0, "
-                         "for --objective=ltr); the masked LM would learn nothing")
+        raise FieldError("{objective}={0}: none of the first {1} records of {2} has a masked "
+                         "position (written with masked_lm_prob=0, for {objective}=ltr); the "
+                         "masked LM would learn nothing", objective, len(records), path)
 
 
 def train(training_run: TrainingRun, task: PretrainingTask, resolved: ResolvedModel,

@@ -1,5 +1,6 @@
 """The tests' base TestCase and the small synthetic inputs the tests share."""
 
+import csv
 import importlib
 import json
 import shutil
@@ -67,6 +68,27 @@ class TestCase(tf.test.TestCase):
         folder = Path(tempfile.mkdtemp())
         cls.addClassCleanup(shutil.rmtree, folder, ignore_errors=True)
         return folder
+
+    def check_sweep(self, output_dir: Path, finished: str, diverged: str
+                    ) -> tuple[list[dict[str, str]], dict[str, str]]:
+        """`sweep_results.tsv` of a runner's sweep `learning_rates=finished,diverged` with two
+        restarts: four rows in order, the diverged rate's two rows `diverged at step N` and
+        never chosen, one run starred, the better finished one on dev. Returns the rows and
+        the chosen one.
+        """
+        with open(Path(output_dir) / "sweep_results.tsv", encoding="utf-8") as reader:
+            table = list(csv.DictReader(reader, delimiter="\t"))
+        self.assertEqual([(row["learning_rate"], row["restart"]) for row in table],
+                         [(rate, restart) for rate in (finished, diverged)
+                          for restart in ("0", "1")])
+        self.assertEqual([row["status"] for row in table[:2]], ["finished"] * 2)
+        for row in table[2:]:  # a rate that diverges costs its rows, not the sweep
+            self.assertRegex(row["status"], r"\Adiverged at step \d+\Z")
+            self.assertEqual((row["dev_score"], row["chosen"]), ("nan", ""))
+        chosen = max(table[:2], key=lambda row: float(row["dev_score"]))
+        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
+        self.assertEqual(chosen["chosen"], "*")
+        return table, chosen
 
 
 def write_tiny_config(path: Path, **changes) -> Path:

@@ -14,7 +14,8 @@ from absl import flags
 from absl.testing import parameterized
 
 import export_model
-from modeling import BertClassifier, BertConfig, BertPretrainer, load_encoder, load_tokenizer
+from modeling import (BertClassifier, BertConfig, BertPretrainer, BertTextEmbedder, load_encoder,
+                      load_tokenizer)
 from modeling.checkpoints import export_google_checkpoint, save_checkpoint
 from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched
 
@@ -86,27 +87,73 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertAllClose(encoder(inputs)["pooled_output"], expected["pooled_output"],
                             atol=1e-5, rtol=0)
 
-    def test_fine_tuned_heads_are_named_in_the_log_not_exported(self):
+    def test_tf_hub_int8_encoder_is_int8_close_and_compiles_with_xla(self):
+        out = self.root / "hub_int8"
+        _run(f"--source={self.source}", "--format=tf_hub", f"--output_dir={out}",
+             "--sequence_length=16", "--quantize=int8")
+        dtypes = tf.train.load_checkpoint(str(out / "encoder" / "variables" / "variables")
+                                          ).get_variable_to_dtype_map()
+        # Six projections in each block and the pooler.
+        self.assertLen([name for name, dtype in dtypes.items() if dtype == tf.int8],
+                       6 * TINY_CONFIG["num_hidden_layers"] + 1)
+        encoder = tf.saved_model.load(str(out / "encoder"))
+        hub_inputs = {"input_word_ids": INPUTS["input_ids"], "input_mask": INPUTS["input_mask"],
+                      "input_type_ids": INPUTS["segment_ids"]}
+        pooled = encoder(hub_inputs)["pooled_output"].numpy()
+        expected = self.pretrainer.encoder(INPUTS, training=False)["pooled_output"].numpy()
+        # Within 3% of the largest output, as tests/modeling/test_quantization.py measured.
+        self.assertLessEqual(abs(pooled - expected).max(), 0.03 * abs(expected).max())
+        self.assertNotAllClose(pooled, expected, atol=1e-7, rtol=0)
+        compiled = tf.function(lambda inputs: encoder(inputs), jit_compile=True)
+        self.assertAllClose(compiled(hub_inputs)["pooled_output"], pooled, atol=1e-5, rtol=0)
+
+    def test_a_fine_tuned_folder_exports_its_head(self):
         source = self.root / "fine_tuned"
         source.mkdir()
         classifier = BertClassifier(self.config, num_labels=3)
         save_checkpoint(classifier, source / "model.ckpt")
         self.config.to_json_file(source / "bert_config.json")
         (source / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+        (source / "labels.txt").write_text("bad\nfair\ngood\n")
         out = self.root / "from_fine_tuned"
-        with self.assertLogs(level="WARNING") as logs:
-            _run(f"--source={source}", "--format=huggingface", f"--output_dir={out}")
-        self.assertIn("2 tensors", "\n".join(logs.output))
-        self.assertIn("output_weights", "\n".join(logs.output))
-        self.assertEqual(json.loads((out / "config.json").read_text())["architectures"],
-                         ["BertModel"])
+        _run(f"--source={source}", "--format=huggingface", f"--output_dir={out}")
+        config = json.loads((out / "config.json").read_text())
+        self.assertEqual(config["architectures"], ["BertForSequenceClassification"])
+        self.assertEqual(config["id2label"], {"0": "bad", "1": "fair", "2": "good"})
         encoder = load_encoder(out)
         self.assertAllClose(encoder(INPUTS)["pooled_output"],
                             classifier.encoder(INPUTS)["pooled_output"], atol=1e-6, rtol=0)
+        google = self.root / "google_from_fine_tuned"
+        _run(f"--source={source}", "--format=google", f"--output_dir={google}")
+        names = dict(tf.train.list_variables(str(google / "bert_model.ckpt")))
+        self.assertEqual(names["output_weights"], [3, self.config.hidden_size])
+
+    def test_a_keras_file_exports_as_a_sentence_embedder(self):
+        folder = self.root / "embedder_source"
+        shutil.copytree(self.source, folder)
+        model = BertTextEmbedder.from_pretrained(folder, sequence_length=12, pooling="max",
+                                                 normalize=True)
+        model.save(self.root / "embedder.keras")
+        out = self.root / "embedder_export"
+        _run(f"--source={self.root / 'embedder.keras'}", "--format=embedder",
+             f"--output_dir={out}")
+        served = tf.saved_model.load(str(out)).signatures["serving_default"](
+            text=tf.constant(["the cats sat", "on the mat the mat"]))["embedding"]
+        self.assertAllClose(served, model.predict(["the cats sat", "on the mat the mat"]),
+                            atol=1e-5, rtol=0)
+        refused = self.root / "encoder_as_embedder"
+        with self.assertRaisesRegex(ValueError, "source holds a BertClassifier, not a "
+                                                "BertTextEmbedder"):
+            classifier = BertClassifier.from_pretrained(folder, num_labels=2,
+                                                        sequence_length=12)
+            classifier.save(self.root / "classifier.keras")
+            _run(f"--source={self.root / 'classifier.keras'}", "--format=embedder",
+                 f"--output_dir={refused}")
+        self.assertFalse(refused.exists())
 
     @parameterized.named_parameters(
         ("bad_format", "--format=onnx", "--format must be one of google, huggingface, tf_hub, "
-                                        "got 'onnx'"),
+                                        "saved_model, embedder, tf_serving, tflite, got 'onnx'"),
         ("missing_source", "--source={root}/nowhere", r"nowhere: no config file"),
         ("no_output_dir", "--output_dir=", "--output_dir is required"))
     def test_bad_flags_are_one_clear_error_and_write_nothing(self, change, message):

@@ -25,13 +25,6 @@ import tensorflow as tf
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = ("text", "core", "modeling", "data_prep", "training", "evaluation", "tasks")
 FLAG = re.compile(r"(?<![\w-])--[a-z_]")
-# Files other branches are turning into the library's words right now; each listed file must
-# still hold a flag word (so the list only shrinks), and the list goes once they are merged.
-NOT_YET_CONVERTED = frozenset({
-    "tasks/classification.py", "tasks/features.py", "tasks/model_files.py",
-    "tasks/pretraining.py", "tasks/squad.py", "tasks/tagging.py", "training/configs.py",
-    "training/finetuning.py",
-})
 FLAG_DEFINITIONS = ("DEFINE", "add_argument")  # absl's flags.DEFINE_*, argparse's
 
 
@@ -80,12 +73,7 @@ def library_flag_words() -> dict[str, list[str]]:
 class LibraryWordsTest(tf.test.TestCase):
 
     def test_no_library_message_names_a_flag(self):
-        found = library_flag_words()
-        self.assertEqual({path: words for path, words in found.items()
-                          if path not in NOT_YET_CONVERTED}, {})
-
-    def test_the_files_allowed_for_now_still_need_it(self):
-        self.assertEmpty(NOT_YET_CONVERTED - set(library_flag_words()))
+        self.assertEqual(library_flag_words(), {})
 
     def test_the_rule_sees_messages_and_spares_docs_help_and_command_lines(self):
         source = '''

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from core.arguments import FieldError, check_integer, check_number
-from modeling.optimization import OPTIMIZER_TYPES
+from modeling.optimization import OPTIMIZER_TYPES, plan
 from training import distribution
 from training.distribution import PRECISIONS, STRATEGIES
 
@@ -78,17 +78,20 @@ class OptimizationConfig:
         check_number("warmup_proportion", self.warmup_proportion, 0, 1)
 
     def schedule(self, examples: int | None, batch_size: int) -> tuple[int, int]:
-        """(updates, warmup updates): fixed steps, or epochs over `examples` in `batch_size`."""
+        """(updates, warmup updates): fixed steps, or epochs over `examples` in `batch_size`.
+
+        Counted by `modeling.optimization.plan`, as the runners read their data:
+        one repeated stream cut into whole batches, `examples / batch_size` per epoch.
+        """
         if self.num_train_steps is not None:
-            updates = self.num_train_steps
+            updates, warmup = plan(self.num_train_steps, 1, self.warmup_proportion)
         elif self.num_train_epochs is not None and examples is not None:
-            updates = max(1, int(examples / batch_size * self.num_train_epochs))
+            updates, warmup = plan(examples / batch_size, self.num_train_epochs,
+                                   self.warmup_proportion)
         else:
-            raise ValueError("neither --num_train_steps nor --num_train_epochs says how long "
+            raise FieldError("neither {num_train_steps} nor {num_train_epochs} says how long "
                              "to train")
-        warmup = (self.num_warmup_steps if self.num_warmup_steps is not None
-                  else int(updates * self.warmup_proportion))
-        return updates, warmup
+        return updates, warmup if self.num_warmup_steps is None else self.num_warmup_steps
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,6 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from core import atomic
+from core.arguments import FieldError
 from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
@@ -54,7 +55,7 @@ def build_model(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.M
         report = load_weights(model, init_checkpoint, transfer_layers)
         logging.info(report.summary())
     else:
-        logging.warning("No --init_checkpoint: the encoder starts from random weights")
+        logging.warning("No init_checkpoint: the encoder starts from random weights")
     return model
 
 
@@ -75,8 +76,8 @@ def train(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str
     """
     examples = len(next(iter(arrays.values())))
     if examples < training.train_batch_size:
-        raise ValueError(f"{examples} training examples cannot fill one batch of "
-                         f"--train_batch_size={training.train_batch_size}")
+        raise FieldError("{0} training examples cannot fill one batch of {train_batch_size}={1}",
+                         examples, training.train_batch_size)
     updates, warmup = optimization.schedule(examples, training.train_batch_size)
     training_run = TrainingRun(model, loss_fn, strategy, optimization,
                                dataclasses.replace(training, output_dir=output_dir), updates,

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -46,30 +45,23 @@ from core import atomic, faults
 from core.arguments import check_integer
 from core.framework import seed_generator_states
 from modeling.checkpoints import training_checkpoint
-from modeling.checkpoints.readers import damaged_checkpoint_error
+from modeling.divergence import TrainingDiverged, all_finite, finite_update
+from modeling.resume import remove_save_leftovers, restore_checkpoint
+from modeling.training_logs import write_scalars
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]
 # features, outputs -> {metric: (weighted sum, total weight)}
 MetricFunction = Callable[[dict, object], dict]
 
-# What a save cut short leaves: TensorFlow writes the shards of `ckpt-N` under
-# `ckpt-N_temp/` and the `checkpoint` index through `checkpoint.tmp<uuid hex>`.
-_SAVE_LEFTOVER = re.compile(r"(ckpt-\d+_temp|checkpoint\.tmp[0-9a-f]{32})")
-
-
-class TrainingDiverged(ValueError):
-    """The loss, the gradients or the weights became non-finite; nothing after the last good
-    checkpoint was saved."""
-
-    def __init__(self, step: int, last_good_checkpoint: str | None, what: str):
-        self.step = step
-        self.last_good_checkpoint = last_good_checkpoint
-        kept = (f"the last good checkpoint, {last_good_checkpoint}, is kept and a rerun "
-                "resumes from it" if last_good_checkpoint
-                else "no checkpoint was written before it")
-        super().__init__(f"training diverged at step {step}: {what}; {kept}; lower the "
-                         "learning rate (or check the input data) and rerun")
+def _diverged(step: int, last_good_checkpoint: str | None, what: str) -> TrainingDiverged:
+    """The error for a run that diverged at `step`, saying what a rerun resumes from."""
+    kept = (f"the last good checkpoint, {last_good_checkpoint}, is kept and a rerun "
+            "resumes from it" if last_good_checkpoint
+            else "no checkpoint was written before it")
+    return TrainingDiverged(step, f"training diverged at step {step}: {what}; {kept}; lower the "
+                            "learning rate (or check the input data) and rerun",
+                            last_good_checkpoint)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -125,7 +117,7 @@ class Trainer:
                                               dropout_seeds=self._dropout_seeds)
         saved = [*model.checkpoint_variables().values(), *optimizer.variables]
         self._saved_floats = [v for v in saved if keras.backend.is_float_dtype(v.dtype)]
-        self._all_finite = tf.function(lambda: _all_finite(self._saved_floats))
+        self._all_finite = tf.function(lambda: all_finite(self._saved_floats))
         self.manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_dir,
                                                   max_to_keep=max_to_keep)
         self._restore_step_taken = False
@@ -147,16 +139,8 @@ class Trainer:
             faults.note_resume_point(f"the newest checkpoint is {newest}"
                                      if newest else "no checkpoint was saved yet")
         if newest:
-            try:
-                self._restorable_checkpoint(newest).restore(
-                    newest).assert_existing_objects_matched()
-            except (IndexError, tf.errors.DataLossError) as error:  # a short read, a bad checksum
-                raise damaged_checkpoint_error(newest, error) from None
-            except (AssertionError, ValueError, tf.errors.OpError) as error:
-                raise ValueError(
-                    f"{self.checkpoint_dir} holds {newest}, which does not fit this "
-                    f"model and optimizer ({str(error).splitlines()[0]}); pass another "
-                    "folder, or delete that one to start over") from None
+            restore_checkpoint(self._restorable_checkpoint(newest), newest, self.checkpoint_dir,
+                               "pass another folder")
         self._restore_step_taken = True
         self._restored_from = newest
         return newest
@@ -199,8 +183,8 @@ class Trainer:
         """
         self._require_restore_step("save")
         if not bool(self._all_finite()):
-            raise TrainingDiverged(self._update(self.step), self._last_good_checkpoint(),
-                                   "the weights or optimizer slots hold non-finite values")
+            raise _diverged(self._update(self.step), self._last_good_checkpoint(),
+                            "the weights or optimizer slots hold non-finite values")
         try:
             saved = self.manager.save(checkpoint_number=self.step)
         except BaseException as error:
@@ -230,11 +214,8 @@ class Trainer:
             scaled = self.optimizer.scale_loss(loss / replicas)
         variables = self.model.trainable_variables
         gradients = tape.gradient(scaled, variables)
-        finite = tf.math.is_finite(tf.cast(loss, tf.float32))
-        norm = tf.constant(0.0)  # a sum over replicas below: only its finiteness is reported
-        if not self._loss_scaling:  # scaled float16 gradients overflow now and then, harmlessly
-            norm = tf.linalg.global_norm([g for g in gradients if g is not None])
-            finite = tf.logical_and(finite, tf.math.is_finite(norm))
+        # The norm is summed over replicas below: only its finiteness is reported.
+        finite, norm = finite_update(loss, gradients, self._loss_scaling)
         self.optimizer.apply_gradients(zip(gradients, variables))
         return logs, tf.cast(tf.logical_not(finite), tf.float32), norm
 
@@ -262,7 +243,7 @@ class Trainer:
             self.step_counter.assign_add(tf.cast(done, tf.int64))
             logs = {key: self.strategy.reduce("MEAN", value, axis=None)
                     for key, value in logs.items()}
-            return logs, diverged, norm, _all_finite(self.model.trainable_variables)
+            return logs, diverged, norm, all_finite(self.model.trainable_variables)
 
         return train_steps
 
@@ -284,8 +265,7 @@ class Trainer:
                     what += ", but the update made the weights non-finite"
                 elif not math.isfinite(float(norm)):
                     what += ", non-finite gradients"
-                raise TrainingDiverged(self._update(self.step), self._last_good_checkpoint(),
-                                       what)
+                raise _diverged(self._update(self.step), self._last_good_checkpoint(), what)
             for callback in callbacks:
                 callback(self.step, logs)
 
@@ -321,30 +301,6 @@ class Trainer:
         if not totals:
             raise ValueError("the evaluation data holds no complete batch")
         return {name: total / max(weight, 1e-12) for name, (total, weight) in totals.items()}
-
-
-def remove_save_leftovers(checkpoint_dir: str) -> None:
-    """Deletes what a save killed midway left in `checkpoint_dir`.
-
-    TensorFlow never cleans these up unless a later save reuses the same
-    number. Only safe while no one else writes there: call it from the
-    folder's single writer before its first save.
-    """
-    if not os.path.isdir(checkpoint_dir):
-        return
-    for name in sorted(os.listdir(checkpoint_dir)):
-        if not _SAVE_LEFTOVER.fullmatch(name):
-            continue
-        path = os.path.join(checkpoint_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
-        logging.info("Removed %s, left by a checkpoint save that was cut short", path)
-
-
-def _all_finite(variables) -> tf.Tensor:
-    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
 
 
 class CheckpointEvery:
@@ -393,16 +349,6 @@ class ProgressLogger:
             scalars = {**logs, "learning_rate": float(self.optimizer.learning_rate),
                        "examples_per_second": steps_per_second * self.examples_per_step}
             write_scalars(self.writer, step, scalars)
-
-
-def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
-    """Scalars to TensorBoard; `writer_or_dir` is a summary writer or a log folder."""
-    writer = (tf.summary.create_file_writer(writer_or_dir)
-              if isinstance(writer_or_dir, str) else writer_or_dir)
-    with writer.as_default(step=step):
-        for key, value in values.items():
-            tf.summary.scalar(key, float(value))
-    writer.flush()
 
 
 def _duration(seconds: float) -> str:

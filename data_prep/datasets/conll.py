@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 import numpy as np
 from absl import logging
 
+from core.arguments import FieldError
 from core.atomic import atomic_open
 from core.record_schema import ENCODER_INPUTS
 from text.sentence_pairs import pack_ids
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from text.tokenization import FullTokenizer
 
 DOCSTART = "-DOCSTART-"
+# The files of a CoNLL-2003 folder, by split (the validation file under either name).
+SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
 NO_LABEL = -1
 
 
@@ -141,6 +144,45 @@ def check_entity_tags(sentences: Sequence[Sentence], training: bool) -> None:
                          "needs B-TYPE / I-TYPE tags (TOKEN POS CHUNK TAG or TOKEN TAG)")
     logging.warning("%s: no entity tag: %s; entity precision, recall and F1 on it are 0 "
                     "(nothing to find), token accuracy still counts", path, found)
+
+
+def read_splits(data_dir: str, names: Sequence[str]) -> dict[str, list[Sentence]]:
+    """The named splits of a CoNLL folder (`SPLIT_FILES`), each file's tags checked.
+
+    Files of different layouts are refused, blaming the one with fewer
+    columns: a file missing a column has its tags read from another column
+    (`TOKEN POS CHUNK` gives chunk tags), so the file with more columns is
+    the complete one and the error names the other, at its first token line.
+    """
+    sentences = {}
+    for name in names:
+        paths = [os.path.join(data_dir, file) for file in SPLIT_FILES[name]]
+        found = next((path for path in paths if os.path.exists(path)), None)
+        if found is None:
+            raise FileNotFoundError(f"{name} split: no file {' or '.join(paths)}")
+        sentences[name] = read_conll(found)
+    firsts = sorted((split[0] for split in sentences.values()), key=lambda s: s.columns)
+    short, full = firsts[0], firsts[-1]
+    if short.columns != full.columns:
+        raise ValueError(f"{short.source}: {short.columns} columns per token line where "
+                         f"{full.source.rpartition(':')[0]} has {full.columns}: is a column "
+                         "missing? every file needs the same layout (TOKEN POS CHUNK TAG, "
+                         "or TOKEN TAG)")
+    for name, split in sentences.items():
+        check_entity_tags(split, training=name == "train")
+    return sentences
+
+
+def check_labels(labels: Sequence[str]) -> None:
+    """Refuses a tag set entity-level scoring cannot read: a label twice, or one not O,
+    B-TYPE or I-TYPE."""
+    if len(set(labels)) != len(labels):
+        raise FieldError("{labels} lists a label twice: {0}", ",".join(labels))
+    bad = [label for label in labels
+           if label != "O" and (label[:2] not in ("B-", "I-") or len(label) < 3)]
+    if bad:
+        raise FieldError("{labels}: {0} are not O, B-TYPE or I-TYPE; entity-level scoring "
+                         "needs IOB1 or IOB2 tags", ", ".join(bad))
 
 
 def _blocks(path: str, tag_column: int) -> Iterator[tuple[int, str, list[list[str]]]]:

@@ -77,22 +77,39 @@ def export_huggingface(model, folder: str | os.PathLike, config: BertConfig) -> 
     `folder` is created if missing; each file appears whole, and nothing
     else in the folder is touched (whole export folders: `modeling.exports`).
     """
-    folder = Path(folder)
-    tensors = {}
-    for google_name, variable in model.checkpoint_variables().items():
-        hf_name, transposed = names.google_to_huggingface(google_name)
-        value = np.asarray(variable.numpy(), dtype=np.float32)
-        tensors[hf_name] = np.ascontiguousarray(value.T if transposed else value)
-    hf_config = config.to_dict()
-    if hf_config["hidden_act"] == "gelu_approximate":
-        hf_config["hidden_act"] = "gelu_new"
+    tensors = huggingface_tensors(model.checkpoint_variables())
     if "cls.seq_relationship.weight" in tensors:
         architecture = "BertForPreTraining"
     elif "cls.predictions.bias" in tensors:
         architecture = "BertForMaskedLM"
     else:
         architecture = "BertModel"
+    return write_huggingface_folder(tensors, huggingface_config(config, architecture), folder)
+
+
+def huggingface_tensors(variables: dict) -> dict[str, np.ndarray]:
+    """Variables by Google name -> float32 arrays by Hugging Face name, in its orientation."""
+    tensors = {}
+    for google_name, variable in variables.items():
+        hf_name, transposed = names.google_to_huggingface(google_name)
+        value = np.asarray(variable.numpy(), dtype=np.float32)
+        tensors[hf_name] = np.ascontiguousarray(value.T if transposed else value)
+    return tensors
+
+
+def huggingface_config(config: BertConfig, architecture: str) -> dict:
+    """`config.json` of a Hugging Face BERT of `architecture` (e.g. "BertModel")."""
+    hf_config = config.to_dict()
+    if hf_config["hidden_act"] == "gelu_approximate":
+        hf_config["hidden_act"] = "gelu_new"
     hf_config.update(model_type="bert", architectures=[architecture])
+    return hf_config
+
+
+def write_huggingface_folder(tensors: dict[str, np.ndarray], hf_config: dict,
+                             folder: str | os.PathLike) -> Path:
+    """Writes `model.safetensors` and `config.json` into `folder`, each file whole."""
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _save_safetensors(tensors, folder / "model.safetensors")
     atomic.write_atomically(folder / "config.json", json.dumps(hf_config, indent=2) + "\n")

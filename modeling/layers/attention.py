@@ -27,7 +27,7 @@ def attention_bias(input_mask, causal: bool = False):
     turns the encoder into the left-to-right (GPT-style) model of the paper's
     ablations.
     """
-    allowed = ops.cast(input_mask, "float32")[:, None, None, :]
+    allowed = ops.expand_dims(ops.cast(input_mask, "float32"), (1, 2))
     if causal:
         length = ops.shape(input_mask)[1]
         positions = ops.arange(length)

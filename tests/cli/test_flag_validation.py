@@ -34,7 +34,7 @@ def _check_pretraining(tmp_path, *arguments: str) -> None:
     from tasks import pretraining
 
     values = _pretraining_flags(tmp_path, *arguments)
-    task = run_pretraining.task_from_flags(values)
+    task = runner_flags.task_from_flags(values, pretraining.PretrainingTask)
     model_files, training, *_ = runner_flags.training_configs(values, run_pretraining.REQUIRED)
     pretraining.check(task, model_files, training)
 
@@ -91,7 +91,10 @@ FINETUNING_REFUSALS = [
 
 RUNNER_REFUSALS = [
     ("run_classifier.py", {"task_name": "sst-2", "learning_rates": "5e-5,-5e-5", "do_train": True},
-     "--learning_rates: every rate must be positive, got -5e-5"),
+     "--learning_rates: every rate must be a positive finite number, got -5e-05"),
+    ("run_ner.py", {"learning_rates": "1e-3,3e-3", "do_train": True, "do_predict": True},
+     "--learning_rates and --num_restarts ask for 2 runs and the best is chosen on dev: pass "
+     "--do_eval too"),
     ("run_ner.py", {"learning_rate": 0, "do_train": True},
      "--learning_rate must be a positive finite number, got 0.0"),
     ("run_ner.py", {"mode": "feature_based", "init_checkpoint": "ckpt", "do_train": True,
@@ -156,14 +159,19 @@ class FlagValidationTest(TestCase, parameterized.TestCase):
         runner_flags.training_configs(_finetuning_flags(*arguments, "--do_train"))
 
     def test_learning_rate_lists_are_checked_element_by_element(self):
-        self.assertEqual(runner_flags.parse_learning_rates(["5e-5", "3e-5"]), [5e-5, 3e-5])
-        with self.assertRaisesRegex(ValueError, "--learning_rates: every rate must be positive, "
-                                                "got -5e-5"):
-            runner_flags.parse_learning_rates(["5e-5", "-5e-5"])
-        with self.assertRaisesRegex(ValueError, "--learning_rates: 'fast' is not a number"):
-            runner_flags.parse_learning_rates(["fast"])
-        with self.assertRaisesRegex(ValueError, "every rate must be positive, got inf"):
-            runner_flags.parse_learning_rates(["inf"])
+        from tasks.driver import FineTuningSettings
+
+        values = _finetuning_flags("--learning_rates=5e-5, 3e-5", "--num_restarts=2")
+        settings = runner_flags.task_from_flags(values, FineTuningSettings)
+        self.assertEqual((settings.learning_rates, settings.num_restarts), ((5e-5, 3e-5), 2))
+        with self.assertRaisesRegex(flags.IllegalFlagValueError,
+                                    "--learning_rates=5e-5,fast: 'fast' is not a number"):
+            _finetuning_flags("--learning_rates=5e-5,fast")
+        for rates, refused in (("5e-5,-5e-5", "-5e-05"), ("inf", "inf"), ("nan", "nan")):
+            with self.assertRaisesRegex(ValueError, "^learning_rates: every rate must be a "
+                                                    f"positive finite number, got {refused}$"):
+                runner_flags.task_from_flags(_finetuning_flags(f"--learning_rates={rates}"),
+                                             FineTuningSettings)
 
     def test_output_dir_that_cannot_be_created_names_the_flag(self):
         tmp_path = self.tmp_path()

@@ -79,10 +79,10 @@ class ModelFolderFlagsTest(tf.test.TestCase):
 
     def test_a_folder_without_a_config_still_needs_the_flag(self):
         folder = _model_folder(Path(self.get_temp_dir()) / "vocab_only", config_name="")
-        with self.assertRaisesRegex(ValueError, r"--bert_config_file is required \(or an "
-                                                r"--init_checkpoint whose folder holds it\)"):
+        with self.assertRaisesRegex(ValueError, r"^bert_config_file is required \(or an "
+                                                r"init_checkpoint whose folder holds it\)"):
             self._files(f"--init_checkpoint={folder}")
-        with self.assertRaisesRegex(ValueError, "--vocab_file is required"):
+        with self.assertRaisesRegex(ValueError, "^vocab_file is required"):
             self._files("--bert_config_file=config.json")
 
 

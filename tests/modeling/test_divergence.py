@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertClassifier, load_preprocessor
+from modeling import BertClassifier, FitDiverged, TrainingDiverged, load_preprocessor
+from modeling.divergence import finite_update
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 
@@ -92,6 +93,31 @@ class FitDivergedTest(TestCase):
             self.assertWeightsEqual(weights.snapshots[step - 1], model)
             for weight in model.get_weights():
                 self.assertTrue(np.isfinite(weight).all())
+
+    @pytest.mark.slow
+    def test_finite_gradients_whose_norm_overflows_are_not_applied(self):
+        # Loss 1.44e38 is finite, and so is each gradient; the bias's alone is 2.4e19, whose
+        # square overflows, and clipping by that infinite norm would write NaN everywhere.
+        model = self._model(num_labels=1)
+        model.compile()
+        before = model.get_weights()
+        targets = np.full(8, 1.2e19, np.float32)
+        batches = tf.data.Dataset.from_tensor_slices((self.packed, targets)).batch(1)
+        with self.assertRaisesRegex(FitDiverged, r"^fit stopped at step 1 .*loss=1.44e\+38"):
+            model.fit(batches, verbose=0)
+        self.assertWeightsEqual(before, model)
+
+    def test_the_runners_and_fit_stop_by_one_rule_with_one_error(self):
+        from training import loop
+        self.assertIs(loop.TrainingDiverged, TrainingDiverged)
+        self.assertTrue(issubclass(FitDiverged, TrainingDiverged))
+        loss, gradients = tf.constant(1.0), [tf.constant([3e19, 3e19]), None]
+        finite, norm = finite_update(loss, gradients)
+        self.assertFalse(bool(finite))
+        self.assertEqual(float(norm), np.inf)
+        # Loss scaling skips overflowing steps itself: only the loss decides.
+        self.assertTrue(bool(finite_update(loss, gradients, loss_scaling=True)[0]))
+        self.assertFalse(bool(finite_update(tf.constant(np.nan), [tf.ones(2)])[0]))
 
     def test_outside_fit_a_nonfinite_batch_is_skipped_and_nothing_is_latched(self):
         model = self._model(num_labels=1)

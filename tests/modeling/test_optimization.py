@@ -1,13 +1,16 @@
 """modeling.optimization against NumPy references of the original AdamW and of LAMB."""
 
+import math
+
 import keras
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling.optimization import BertAdamW, Lamb, WarmupLinearDecay, create_optimizer
+from modeling.optimization import BertAdamW, Lamb, WarmupLinearDecay, create_optimizer, plan
 from modeling.pretrainer import BertPretrainer
 from tests.fixtures import tiny_config
+from training.configs import OptimizationConfig
 
 # The original excluded variables from decay by these name fragments.
 ORIGINAL_EXCLUDED = ("LayerNorm", "layer_norm", "bias")
@@ -202,6 +205,35 @@ class ScheduleAndArgumentsTest(tf.test.TestCase):
             create_optimizer(1e-4, 10, 1, gradient_accumulation_steps=0)
         with self.assertRaisesRegex(ValueError, "num_warmup_steps"):
             WarmupLinearDecay(1e-4, 10, 20)
+
+
+class PlanTest(tf.test.TestCase):
+    """One rule for the schedule's length; each trainer counts the batches it runs."""
+
+    def test_the_runners_and_fit_count_their_own_batches_by_one_rule(self):
+        # 10 examples in batches of 4, 3 epochs. The runners' repeated stream of whole
+        # batches makes floor(10 / 4 x 3) = 7 updates; Keras' fit, whose epochs each end
+        # with a short batch, makes ceil(10 / 4) x 3 = 9.
+        self.assertEqual(OptimizationConfig(num_train_epochs=3.0).schedule(10, 4), (7, 0))
+        self.assertEqual(plan(10 / 4, 3, 0.1), (7, 0))
+        self.assertEqual(plan(math.ceil(10 / 4), 3, 0.1), (9, 0))
+        # MNLI's 392,702 examples in batches of 32, 3 epochs: 36,815.8 updates, floored.
+        self.assertEqual(OptimizationConfig().schedule(392702, 32), (36815, 3681))
+        self.assertEqual(plan(392702 / 32, 3.0, 0.1), (36815, 3681))
+        self.assertEqual(plan(0.5, 1, 0.0), (1, 0))  # at least one update
+        # A fixed number of updates is one epoch of that many batches.
+        self.assertEqual(OptimizationConfig(num_train_steps=50).schedule(None, 32), (50, 5))
+        self.assertEqual(OptimizationConfig(num_train_steps=50, num_warmup_steps=7)
+                         .schedule(None, 32), (50, 7))
+
+    def test_plan_refuses_values_that_plan_nothing(self):
+        for arguments, message in (
+                ((0, 3, 0.1), "batches_per_epoch must be a positive finite number, got 0"),
+                ((2.5, float("nan"), 0.1), "epochs must be a positive finite number, got nan"),
+                ((2.5, 3, 1.5), r"warmup_proportion must be a finite number in \[0, 1\], "
+                                "got 1.5")):
+            with self.assertRaisesRegex(ValueError, f"^{message}$"):
+                plan(*arguments)
 
 
 if __name__ == "__main__":

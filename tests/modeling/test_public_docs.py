@@ -2,14 +2,20 @@
 
 import ast
 import inspect
+import re
+import textwrap
 
 import modeling
 from tests.fixtures import TestCase
 
 
 def example_source(doc: str) -> str:
-    """The Python of a docstring's `Examples:` section: its `>>>` and `...` lines."""
+    """The Python of a docstring's `Examples:` section: its `>>>` and `...` lines, or the
+    lines of a ```python block."""
     section = doc.split("Examples:", 1)[1]
+    fenced = re.search(r"```python\n(.*?)```", section, re.S)
+    if fenced:
+        return textwrap.dedent(fenced.group(1))
     return "\n".join(line.strip()[4:] for line in section.splitlines()
                      if line.strip().startswith((">>>", "...")))
 

@@ -16,6 +16,7 @@ from modeling.optimization import BertAdamW, WarmupLinearDecay
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids
+from training.configs import OptimizationConfig
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot", "the film is great",
          "the plot was dull", "fine acting", "a boring film"]
@@ -46,9 +47,10 @@ class TextClassifierTest(TestCase):
         model = self._classifier(label_names=["neg", "pos"])
         model.compile(learning_rate=1e-3)  # a tiny random model learns slowly at 5e-5
         before = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)["loss"]
-        history = model.fit(TEXTS, LABELS, batch_size=4, epochs=3, verbose=0,
+        # Ten epochs: six steps move this model's loss by about 1e-4, either way.
+        history = model.fit(TEXTS, LABELS, batch_size=4, epochs=10, verbose=0,
                             validation_data=(TEXTS[:4], LABELS[:4]))
-        self.assertLen(history.history["val_loss"], 3)
+        self.assertLen(history.history["val_loss"], 10)
         after = model.evaluate(TEXTS, LABELS, verbose=0, return_dict=True)
         self.assertLess(after["loss"], before)
         self.assertIn("accuracy", after)
@@ -82,6 +84,29 @@ class TextClassifierTest(TestCase):
         self.assertEqual(regression.predict(TEXTS, verbose=0).shape, (8,))
 
     @pytest.mark.slow
+    def test_fit_plans_the_runners_schedule_for_the_same_run(self):
+        # 8 examples in batches of 2 for 3 epochs, a quarter warming up: the runners'
+        # OptimizationConfig and fit count 12 updates, 3 of warm-up, by the one plan.
+        runner = OptimizationConfig(learning_rate=1e-3, num_train_epochs=3.0,
+                                    warmup_proportion=0.25)
+        updates, warmup = runner.schedule(len(TEXTS), 2)
+        self.assertEqual((updates, warmup), (12, 3))
+        schedule = WarmupLinearDecay(runner.learning_rate, updates, warmup)  # as the runners
+
+        class RatePerStep(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                rates.append(float(self.model.optimizer.learning_rate))
+
+        rates = []
+        model = self._classifier()
+        model.compile(learning_rate=1e-3, warmup_proportion=0.25)
+        model.fit(TEXTS, LABELS, batch_size=2, epochs=3, verbose=0, callbacks=[RatePerStep()])
+        self.assertEqual(int(model.optimizer.iterations), updates)
+        self.assertEqual(rates, [float(schedule(step)) for step in range(updates)])
+        self.assertGreater(rates[warmup], rates[0])  # it warms up, then decays
+        self.assertGreater(rates[warmup], rates[-1])
+
+    @pytest.mark.slow
     def test_pairs_and_packed_inputs_both_train(self):
         model = self._classifier()
         model.compile(warmup_proportion=0.5)
@@ -94,6 +119,14 @@ class TextClassifierTest(TestCase):
         schedule = keras.saving.deserialize_keras_object(
             model.optimizer.get_config()["learning_rate"])
         self.assertEqual((schedule.num_train_steps, schedule.num_warmup_steps), (8, 4))
+        # validation_split keeps floor(8 x 0.5) = 4 examples to train on: 2 steps of 2 per
+        # epoch, and the schedule ends with them.
+        model.fit(packed, np.array(LABELS), batch_size=2, epochs=2, validation_split=0.5,
+                  verbose=0)
+        schedule = keras.saving.deserialize_keras_object(
+            model.optimizer.get_config()["learning_rate"])
+        self.assertEqual(schedule.num_train_steps, 4)
+        self.assertEqual(int(model.optimizer.iterations), 4)
 
     def test_a_reloaded_model_keeps_the_plan_not_a_placeholder_schedule(self):
         model = self._classifier()

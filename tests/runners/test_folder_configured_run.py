@@ -52,9 +52,9 @@ class FolderConfiguredRunTest(TestCase):
         result = subprocess.run(command, capture_output=True, text=True, timeout=600,
                                 env=environment)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-        self.assertIn(f"From --init_checkpoint={self.model}: "
-                      f"--bert_config_file={self.model / 'config.json'} "
-                      f"--vocab_file={self.model / 'vocab.txt'} --do_lower_case=true",
+        self.assertIn(f"From init_checkpoint={self.model}: "
+                      f"bert_config_file={self.model / 'config.json'} "
+                      f"vocab_file={self.model / 'vocab.txt'} do_lower_case=true",
                       result.stderr)
         self.assertIn("loaded 39 tensors", result.stderr)
         # TensorFlow's C++ start-up lines are hidden by default.

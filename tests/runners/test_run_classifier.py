@@ -93,18 +93,18 @@ class RunClassifierTest(TestCase, parameterized.TestCase):
 
     def test_sst2_learns_and_writes_everything(self):
         sst2, tmp_path = self.sst2, self.tmp_path()
-        result = _run(sst2, tmp_path, learning_rates="2e-3,1e-3")
+        result = _run(sst2, tmp_path)
         self._assert_succeeded(result)
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertGreaterEqual(results["eval_accuracy"], 0.9)
         table = (tmp_path / "sweep_results.tsv").read_text().splitlines()
-        self.assertLen(table, 3)
-        self.assertEqual(sum(line.endswith("*") for line in table), 1)
-        for run in ("lr0.002_restart0", "lr0.001_restart0"):  # each sweep run's dev scores
-            scalars = event_scalars(tmp_path / "runs" / run / "logs" / "eval")
-            self.assertEqual(set(scalars), {"eval_accuracy", "eval_score"})
-            self.assertEqual(scalars["eval_accuracy"][0][0], event_scalars(
-                tmp_path / "runs" / run / "logs" / "train")["loss"][-1][0])
+        self.assertLen(table, 2)  # a lone run is a sweep of one, trained in the folder itself
+        self.assertEndsWith(table[1], "*")
+        self.assertFalse((tmp_path / "runs").exists())
+        scalars = event_scalars(tmp_path / "logs" / "eval")
+        self.assertEqual(set(scalars), {"eval_accuracy", "eval_score"})
+        self.assertEqual(scalars["eval_accuracy"][-1][0], event_scalars(
+            tmp_path / "logs" / "train")["loss"][-1][0])
         submission = (tmp_path / "submission" / "SST-2.tsv").read_text().splitlines()
         self.assertEqual(submission[0], "index\tprediction")
         self.assertLen(submission, 11)
@@ -144,7 +144,8 @@ class RunClassifierTest(TestCase, parameterized.TestCase):
         self.assertAllClose(forward["probabilities"].numpy(), backward["probabilities"].numpy(),
                             rtol=1e-7, atol=1e-5)
 
-        self._refused(tmp_path / "refused", "--both_orders", **{**pairs, "causal": False})
+        self._refused(tmp_path / "refused", "both_orders is GPT's similarity input",
+                      **{**pairs, "causal": False})
         self._refused(tmp_path / "single", "need text pairs", causal=True, both_orders=True)
         self.assertFalse((tmp_path / "single" / "eval_results.txt").exists())
 
@@ -168,32 +169,31 @@ class RunClassifierTest(TestCase, parameterized.TestCase):
     def test_bad_inputs(self, flags, message):
         self._refused(self.tmp_path(), message, **flags)
 
-    def test_sweep_marks_a_diverged_run_and_chooses_a_sane_one(self):
+    def test_sweep_lists_every_run_and_keeps_the_best_on_dev(self):
         tmp_path = self.tmp_path()
-        result = _run(self.sst2, tmp_path, learning_rates="2e-3,1e6", num_train_epochs=2,
-                      do_predict=False, export_saved_model=False)
-        self._assert_succeeded(result)
-        header, *rows = [line.split("\t") for line in
-                         (tmp_path / "sweep_results.tsv").read_text().splitlines()]
-        table = {row[0]: dict(zip(header, row)) for row in rows}
-        self.assertEqual(table["0.002"]["status"], "finished")
-        self.assertEqual(table["0.002"]["chosen"], "*")
-        self.assertRegex(table["1e+06"]["status"], r"\Adiverged at step \d+\Z")
-        self.assertEqual(table["1e+06"]["chosen"], "")
-        self.assertEqual(table["1e+06"]["dev_score"], "nan")
+        run_main("run_classifier.py", _arguments(
+            self.sst2, tmp_path, learning_rates="2e-3,1e6", num_restarts=2, num_train_epochs=2,
+            do_predict=False, export_saved_model=False, jit_compile=False))
+        table, chosen = self.check_sweep(tmp_path, "0.002", "1e+06")
         results = read_eval_results(tmp_path / "eval_results.txt")
-        self.assertTrue(np.isfinite(list(results.values())).all())
+        self.assertEqual(f"{results['eval_accuracy']:.4f}", chosen["eval_accuracy"])
+        for row in table[:2]:  # each run's dev scores at its last step, in its own folder
+            run = tmp_path / "runs" / f"lr0.002_restart{row['restart']}"
+            scalars = event_scalars(run / "logs" / "eval")
+            self.assertEqual(f"{scalars['eval_accuracy'][-1][1]:.4f}", row["eval_accuracy"])
+            self.assertEqual(scalars["eval_accuracy"][-1][0],
+                             event_scalars(run / "logs" / "train")["loss"][-1][0])
 
     def test_sweep_where_every_run_diverges_fails(self):
         tmp_path = self.tmp_path()
-        result = _run(self.sst2, tmp_path, learning_rates="1e6,2e6", num_train_epochs=2,
-                      do_predict=False, export_saved_model=False)
-        self.assertEqual(result.returncode, 1)
-        error = result.stderr.strip().splitlines()[-1]
-        self.assertRegex(error, r"\Arun_classifier\.py: error: every run of the sweep diverged: "
-                                r"1e\+06 \(restart 0\) diverged at step \d+, 2e\+06 \(restart 0\) "
-                                r"diverged at step \d+; see .*sweep_results\.tsv and pass lower "
-                                r"--learning_rates\Z")
+        with self.assertRaisesRegex(ValueError, r"\Aevery run of the sweep diverged: 1e\+06 "
+                                                r"\(restart 0\) diverged at step \d+, 2e\+06 "
+                                                r"\(restart 0\) diverged at step \d+; see "
+                                                r".*sweep_results\.tsv and pass lower "
+                                                r"--learning_rates\Z"):
+            run_main("run_classifier.py", _arguments(
+                self.sst2, tmp_path, learning_rates="1e6,2e6", num_train_epochs=2,
+                do_predict=False, export_saved_model=False, jit_compile=False))
         self.assertFalse((tmp_path / "model.ckpt.index").exists())
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 

@@ -1,6 +1,7 @@
 """run_ner.py end to end on tiny CoNLL files: fine-tuning, the cached feature-based mode
 with document context, and the bad inputs a user can make."""
 
+import csv
 import os
 import re
 import shutil
@@ -99,6 +100,11 @@ def _run(assets, output_dir, data_dir=None, expect=0, **flags):
     return result
 
 
+def _sweep_table(output_dir: Path) -> list[dict[str, str]]:
+    with open(output_dir / "sweep_results.tsv", encoding="utf-8") as reader:
+        return list(csv.DictReader(reader, delimiter="\t"))
+
+
 def _replace_line(text: str, number: int, replacement: str) -> str:
     lines = text.split("\n")
     lines[number - 1] = replacement
@@ -137,16 +143,16 @@ class RunNerTest(TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "model.ckpt.index").exists())
         self.assertTrue((tmp_path / "valid_predictions.txt").exists())
 
-    def test_feature_based_with_document_context_caches_features_once(self):
+    def test_feature_based_sweep_with_document_context_caches_features_once(self):
         assets, tmp_path = self.assets, self.tmp_path()
         config, init_checkpoint = self.checkpoint
         cache = tmp_path / "cache"
         flags = {"mode": "feature_based", "bert_config_file": config,
                  "init_checkpoint": init_checkpoint, "feature_cache_dir": cache,
                  "feature_layers": "concat_last_four", "lstm_units": 16, "num_train_epochs": 20,
-                 "learning_rate": 1e-2, "document_context": True}
+                 "learning_rates": "1e-2,3e-2", "document_context": True}
         first = _run(assets, tmp_path, **flags)
-        self.assertIn("computing concat_last_four features", first.stderr)
+        self.assertLen(re.findall("computing concat_last_four features", first.stderr), 3)
         self.assertIn("valid: 8 sentences in 8 windows", first.stderr)
         files = sorted(os.listdir(cache))
         self.assertEqual([name.split("-")[0] for name in files], ["test", "train", "valid"])
@@ -155,8 +161,17 @@ class RunNerTest(TestCase, parameterized.TestCase):
         trained = read_eval_results(tmp_path / "eval_results.txt")
         self.assertGreater(trained["test_f1"], 0.3)
         self.assertTrue((tmp_path / "feature_tagger.weights.h5").exists())
+        # Both rates train on the features computed once; the best on dev is kept.
+        table = _sweep_table(tmp_path)
+        self.assertEqual([(row["learning_rate"], row["restart"], row["status"]) for row in table],
+                         [("0.01", "0", "finished"), ("0.03", "0", "finished")])
+        chosen = max(table, key=lambda row: float(row["dev_score"]))
+        self.assertEqual([row["chosen"] for row in table].count("*"), 1)
+        self.assertEqual(chosen["chosen"], "*")
+        self.assertEqual(f"{trained['eval_f1']:.4f}", chosen["eval_f1"])
 
-        # A later run (here: evaluation with the saved tagger) finds every split in the cache.
+        # A later run (here: evaluation with the saved tagger, the chosen run's) finds every
+        # split in the cache and scores alike.
         second = _run(assets, tmp_path, **{**flags, "do_train": False})
         self.assertLen(re.findall(r"reusing cached features", second.stderr), 2)
         self.assertNotIn("computing", second.stderr)
@@ -177,13 +192,36 @@ class RunNerTest(TestCase, parameterized.TestCase):
                              for name in saved), 6)
         tags = next(shape for name, shape in saved.items() if "/ner.Soutput_weights/" in name)
         self.assertEqual(tags[1], 8)  # the tags read both directions' 4 units
-        with self.assertRaisesRegex(ValueError, "--causal fine-tunes the left-to-right model"):
+        with self.assertRaisesRegex(ValueError, "^--causal fine-tunes the left-to-right model"):
             run_main("run_ner.py", _arguments(assets, tmp_path / "features", causal=True,
                                               mode="feature_based"))
         self.assertFalse((tmp_path / "features" / "eval_results.txt").exists())
-        with self.assertRaisesRegex(ValueError, "--bilstm_units"):
+        with self.assertRaisesRegex(ValueError, "^--bilstm_units is fine-tuned with the encoder"):
             run_main("run_ner.py", _arguments(assets, tmp_path / "lstm", bilstm_units=4,
                                               mode="feature_based"))
+
+    def test_sweep_lists_every_run_keeps_the_best_and_resumes_without_retraining(self):
+        assets, tmp_path = self.assets, self.tmp_path()
+        flags = {"learning_rates": "1e-3,1e6", "num_restarts": 2, "do_predict": False,
+                 "export_saved_model": False, "jit_compile": False}
+        run_main("run_ner.py", _arguments(assets, tmp_path, **flags))
+        table, chosen = self.check_sweep(tmp_path, "0.001", "1e+06")
+        results = read_eval_results(tmp_path / "eval_results.txt")
+        self.assertEqual(f"{results['eval_f1']:.4f}", chosen["eval_f1"])
+        self.assertEqual(chosen["dev_score"], chosen["eval_f1"])
+        for row in table[:2]:  # each run's dev scores at its last step, in its own folder
+            run = tmp_path / "runs" / f"lr0.001_restart{row['restart']}"
+            self.assertEqual(f"{event_scalars(run / 'logs' / 'eval')['eval_f1'][-1][1]:.4f}",
+                             row["eval_f1"])
+        # The same command again: finished runs are scored, not trained again.
+        checkpoints = {path: path.stat().st_mtime_ns for path in tmp_path.glob(
+            "runs/*/checkpoints/*")}
+        run_main("run_ner.py", _arguments(assets, tmp_path, **flags))
+        self.assertEqual([(row["learning_rate"], row["restart"], row["status"][:8],
+                           row["eval_f1"]) for row in _sweep_table(tmp_path)],
+                         [(row["learning_rate"], row["restart"], row["status"][:8],
+                           row["eval_f1"]) for row in table])
+        self.assertEqual({path: path.stat().st_mtime_ns for path in checkpoints}, checkpoints)
 
     @parameterized.parameters(
         ("train", lambda text: _replace_line(text, 4, "Lives NNP O"),

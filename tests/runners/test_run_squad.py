@@ -204,6 +204,23 @@ class RunSquadTest(TestCase):
                          _question_ids(_squad(False)))
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 
+    def test_sweep_lists_every_run_and_keeps_the_best_on_the_predict_file(self):
+        tmp_path = self.tmp_path()
+        run_main("run_squad.py", _arguments(self.assets, tmp_path / "sweep",
+                                            learning_rates="1e-3,1e6", num_restarts=2,
+                                            num_train_epochs=4, export_saved_model=False,
+                                            jit_compile=False))
+        _, chosen = self.check_sweep(tmp_path / "sweep", "0.001", "1e+06")
+        results = read_eval_results(tmp_path / "sweep" / "eval_results.txt")
+        self.assertEqual(f"{results['f1']:.4f}", chosen["f1"])
+        self.assertAllClose(float(chosen["dev_score"]), results["f1"] / 100, atol=1e-4, rtol=0)
+        # The saved model is the chosen run's: it answers alike without training.
+        run_main("run_squad.py", _arguments(self.assets, tmp_path / "again", do_train=False,
+                                            train_file=None,
+                                            init_checkpoint=tmp_path / "sweep" / "model.ckpt"))
+        self.assertEqual(_read_json(tmp_path / "again" / "predictions.json"),
+                         _read_json(tmp_path / "sweep" / "predictions.json"))
+
     def test_malformed_json_names_the_file(self):
         tmp_path = self.tmp_path()
         broken = tmp_path / "broken.json"

@@ -6,12 +6,18 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tasks.classification import (ClassificationData, SweepRun, dev_majorities,
-                                  flag_degenerate_runs, write_sweep_table)
+from tasks.classification import Classification, ClassificationData
+from tasks.driver import SweepRun, flag_degenerate_runs, write_sweep_table
 
 
 def finished(rate: float, restart: int, accuracy: float) -> SweepRun:
     return SweepRun(rate, restart, accuracy, {"eval_accuracy": accuracy}, "finished")
+
+
+def dev_majorities(data: ClassificationData) -> dict[str, float]:
+    hooks = Classification(task=None, resolved=None, training=None, strategy=None)
+    hooks.data = data
+    return hooks.majorities()
 
 
 def data_with_dev(**label_ids) -> ClassificationData:

@@ -24,7 +24,7 @@ class FeatureParsingTest(tf.test.TestCase, parameterized.TestCase):
         task = features.FeatureTask(f"{tmp_path}/in.txt", tmp_path)
         files = ModelFiles(f"{tmp_path}/no_config.json", f"{tmp_path}/no_vocab.txt",
                            init_checkpoint=f"{tmp_path}/no_checkpoint")
-        with self.assertRaisesRegex(IsADirectoryError, f"^--output_file={tmp_path} is a folder"):
+        with self.assertRaisesRegex(ValueError, f"^output_file={tmp_path} is a folder"):
             features.TASK.prepare(task, files)
 
     def test_layer_indices_are_checked_against_the_model(self):

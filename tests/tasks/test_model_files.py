@@ -40,8 +40,8 @@ class ResolveModelFilesTest(TestCase, parameterized.TestCase):
         too_many = ModelFiles(str(self._config()), str(self._vocab(65)))
         with self.assertRaisesRegex(ValueError, "holds 65 tokens, more than vocab_size=64 of "):
             resolve_model_files(too_many, PRETRAINING, 32)
-        with self.assertRaisesRegex(ValueError, r"^--bert_config_file is required \(or an "
-                                                r"--init_checkpoint whose folder holds it\)"):
+        with self.assertRaisesRegex(ValueError, r"^bert_config_file is required \(or an "
+                                                r"init_checkpoint whose folder holds it\)"):
             resolve_model_files(ModelFiles(), PRETRAINING, 32)
 
     @parameterized.parameters(60, 65)
@@ -50,15 +50,15 @@ class ResolveModelFilesTest(TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, f"holds {size} tokens but .*bert_config.json "
                                                 "says vocab_size=64"):
             resolve_model_files(files, FINE_TUNING, 32)
-        with self.assertRaisesRegex(ValueError, "^--vocab_file is required"):
+        with self.assertRaisesRegex(ValueError, "^vocab_file is required"):
             resolve_model_files(ModelFiles(str(self._config())), FINE_TUNING, 32)
 
     def test_a_frozen_encoder_needs_its_whole_checkpoint(self):
         files = ModelFiles(str(self._config()), str(self._vocab(64)))
         self.assertIsNone(resolve_model_files(files, FINE_TUNING, 32).files.init_checkpoint)
-        with self.assertRaisesRegex(ValueError, "^--init_checkpoint is required"):
+        with self.assertRaisesRegex(ValueError, "^init_checkpoint is required"):
             resolve_model_files(files, FROZEN_ENCODER, 32)
-        with self.assertRaisesRegex(ValueError, "^--transfer_layers picks the blocks"):
+        with self.assertRaisesRegex(ValueError, "^transfer_layers picks the blocks"):
             resolve_model_files(ModelFiles(str(self._config()), str(self._vocab(64)),
                                            init_checkpoint=str(self.root), transfer_layers=1),
                                 FROZEN_ENCODER, 32)

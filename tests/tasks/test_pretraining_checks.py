@@ -18,14 +18,14 @@ class ObjectiveAgainstRecordsTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_ltr_on_masked_records_is_refused_naming_the_file(self):
         path = self._records(masked=True)
-        with self.assertRaisesRegex(ValueError, f"^--objective=ltr: {path} holds masked records "
+        with self.assertRaisesRegex(ValueError, f"^objective=ltr: {path} holds masked records "
                                                 "\\(8 of its first 8 have masked positions"):
             pretraining.check_records_fit_objective(path, "ltr")
 
     @parameterized.parameters("mlm", "mlm_nsp")
     def test_a_masked_lm_on_unmasked_records_is_refused(self, objective):
         path = self._records(masked=False)
-        with self.assertRaisesRegex(ValueError, f"^--objective={objective}: none of the first 8 "
+        with self.assertRaisesRegex(ValueError, f"^objective={objective}: none of the first 8 "
                                                 f"records of {path} has a masked position"):
             pretraining.check_records_fit_objective(os.path.join(os.path.dirname(path), "*"),
                                                     objective)

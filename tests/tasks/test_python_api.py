@@ -78,7 +78,8 @@ class PythonApiTest(TestCase):
             OptimizationConfig(learning_rate=0)
         with self.assertRaisesRegex(ValueError, "^train_batch_size must be a positive integer"):
             TrainingConfig(str(self.folder), train_batch_size=0)
-        with self.assertRaisesRegex(ValueError, "--max_predictions_per_seq cannot exceed"):
+        with self.assertRaisesRegex(ValueError, "^max_predictions_per_seq cannot exceed "
+                                                "max_seq_length"):
             pretraining.TASK.prepare(
                 pretraining.PretrainingTask("records", max_predictions_per_seq=9),
                 ModelFiles("config.json"), TrainingConfig(str(self.folder), max_seq_length=8),

@@ -42,9 +42,9 @@ class SplitLayoutTest(tf.test.TestCase):
             self._read(folder)
 
     def test_files_of_one_layout_are_read(self):
-        labels, _, splits = self._read(self._data(_FOUR, _FOUR))
-        self.assertAllEqual(labels, ["O", "B-MISC", "B-ORG"])
-        self.assertAllEqual(sorted(splits), ["train", "valid"])
+        data = self._read(self._data(_FOUR, _FOUR))
+        self.assertAllEqual(data.labels, ["O", "B-MISC", "B-ORG"])
+        self.assertAllEqual(sorted(data.splits), ["train", "valid"])
 
 
 if __name__ == "__main__":

@@ -58,6 +58,15 @@ class ConfigRefusalsTest(TestCase, parameterized.TestCase):
                          "--train_batch_size=32 is not divisible by "
                          "--gradient_accumulation_steps=3")
 
+    def test_a_schedule_without_a_length_names_both_fields(self):
+        optimization = OptimizationConfig(num_train_epochs=None)
+        with self.assertRaises(FieldError) as raised:
+            optimization.schedule(None, 8)
+        self.assertEqual(str(raised.exception), "neither num_train_steps nor num_train_epochs "
+                                                "says how long to train")
+        self.assertEqual(raised.exception.render({"num_train_steps", "num_train_epochs"}),
+                         "neither --num_train_steps nor --num_train_epochs says how long to train")
+
     def test_scoring_random_weights_is_refused_naming_the_fields(self):
         folder = self.tmp_path()
         with self.assertRaises(FieldError) as raised:

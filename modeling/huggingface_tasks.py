@@ -1,0 +1,88 @@
+"""A fine-tuned model in Hugging Face's `BertFor...` layout, for PyTorch users.
+
+transformers 5 has no TensorFlow, so a model fine-tuned here reaches
+PyTorch users only as one of its PyTorch classes: a classifier as
+`BertForSequenceClassification` (and multiple choice as
+`BertForMultipleChoice`), both reading [CLS]'s pooled vector; a tagger as
+`BertForTokenClassification` and a span model as `BertForQuestionAnswering`,
+both reading the sequence output and built without a pooler. The heads
+compute what ours do: dropout, then one linear layer, whose weight here is
+already stored [labels, hidden] as a `torch.nn.Linear` keeps it; the span
+layer's two outputs are the start and end logits in that order. Label
+names go to `config.json` as `id2label` / `label2id`.
+
+A model that reads anything else (the left-to-right model's last token, a
+BiLSTM, GPT's two orders of a pair) has no such class and is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from modeling.checkpoints.writing import (huggingface_config, huggingface_tensors,
+                                          write_huggingface_folder)
+from modeling.config import BertConfig
+from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
+                                  BertTokenTagger)
+
+# Model class -> (Hugging Face class, the head's module name, our head's name prefix, pooler?)
+LAYOUTS = {
+    BertClassifier: ("BertForSequenceClassification", "classifier", "", True),
+    BertMultipleChoice: ("BertForMultipleChoice", "classifier", "multiple_choice/", True),
+    BertTokenTagger: ("BertForTokenClassification", "classifier", "ner/", False),
+    BertSpanModel: ("BertForQuestionAnswering", "qa_outputs", "cls/squad/", False),
+}
+
+
+def has_task_layout(model) -> bool:
+    """Whether `model` is a fine-tuned model that goes to a `BertFor...` class."""
+    return type(model) in LAYOUTS
+
+
+def export_huggingface_task(model, config: BertConfig, folder: str | os.PathLike) -> Path:
+    """Writes `model.safetensors` and `config.json` of `model`'s `BertFor...` class into `folder`.
+
+    Args:
+      model: a BertClassifier, BertMultipleChoice, BertTokenTagger or BertSpanModel.
+      config: its BertConfig.
+      folder: created if missing; each file appears whole.
+
+    Raises:
+      ValueError: a model that reads its inputs in a way no `BertFor...` class does.
+    """
+    check_task_layout(model)
+    architecture, head, prefix, pooler = LAYOUTS[type(model)]
+    variables = model.encoder.checkpoint_variables()
+    if not pooler:
+        variables = {name: value for name, value in variables.items()
+                     if not name.startswith("bert/pooler/")}
+    tensors = huggingface_tensors(variables)
+    head_variables = model.head_variables()
+    for ours, theirs in (("output_weights", "weight"), ("output_bias", "bias")):
+        tensors[f"{head}.{theirs}"] = np.ascontiguousarray(
+            np.asarray(head_variables[prefix + ours].numpy(), np.float32))
+    hf_config = huggingface_config(config, architecture)
+    if type(model) in (BertClassifier, BertTokenTagger):
+        names = model.label_names or [f"LABEL_{index}" for index in range(model.num_labels)]
+        hf_config.update(id2label={str(index): name for index, name in enumerate(names)},
+                         label2id={name: index for index, name in enumerate(names)})
+        if type(model) is BertClassifier and model.num_labels == 1:
+            hf_config["problem_type"] = "regression"
+    return write_huggingface_folder(tensors, hf_config, folder)
+
+
+def check_task_layout(model) -> None:
+    """Refuses a task model that no `BertFor...` class computes, naming what differs."""
+    name = type(model).__name__
+    if type(model) not in LAYOUTS:
+        raise ValueError(f"{name} has no Hugging Face BertFor... class; the task models that "
+                         f"have one are {', '.join(cls.__name__ for cls in LAYOUTS)}")
+    if getattr(model, "causal", False):
+        raise ValueError(f"{name} is the left-to-right model (causal=True), which no "
+                         "Hugging Face BERT class computes")
+    if getattr(model, "bilstm", None) is not None:
+        raise ValueError(f"{name} reads the encoder through a BiLSTM (bilstm_units="
+                         f"{model.bilstm_units}), which no Hugging Face BERT class has")

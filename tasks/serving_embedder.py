@@ -1,0 +1,34 @@
+"""A SavedModel for a sentence embedder: texts in, one vector per text out.
+
+`serving_default(text)` -> `embedding` [N, D]: the texts tokenized and
+packed in the graph as the embedder's preprocessor does (`[CLS] text [SEP]`,
+cut at the export's window), then the embedder's own pooling and
+normalization, so the served vectors are `BertTextEmbedder.predict`'s. Load
+it after `import tensorflow_text`, which registers the tokenizer's ops.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tasks.serving import TEXTS, RawTextServing, export
+from text.sentence_pairs import pack_ragged
+
+
+class EmbedderServing(RawTextServing):
+    """`serve(text)` -> {"embedding": [N, D]}."""
+
+    def __init__(self, model, tokenizer, max_seq_length: int):
+        super().__init__(model, tokenizer, max_seq_length, None, name="embedder_serving")
+
+    @tf.function(input_signature=[TEXTS])
+    def serve(self, text):
+        ids, _ = self.tokenizer.tokenize_batch(text)
+        return {"embedding": self._model(pack_ragged(ids, None, *self._packing),
+                                         training=False)}
+
+
+def export_embedder(model, tokenizer, max_seq_length: int, path: str) -> str:
+    """Writes the SavedModel of `model` (a BertTextEmbedder) to `path`, replacing it whole."""
+    module = EmbedderServing(model, tokenizer, max_seq_length)
+    return export(module, path, {"serving_default": module.serve})

@@ -1,0 +1,52 @@
+"""The driver's sweep over the feature-based tagger: Keras `fit` runs, a non-finite loss a row."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from core.arguments import FieldError
+from tasks.driver import sweep
+from tasks.tagging import FeatureTagging, Split, TaggingData, TaggingTask
+from tests.fixtures import TestCase
+from training.configs import OptimizationConfig, TrainingConfig
+
+pytestmark = pytest.mark.slow  # two Keras fits of a BiLSTM
+
+
+class FeatureSweepTest(TestCase):
+
+    def _hooks(self, features: np.ndarray) -> FeatureTagging:
+        output_dir = str(self.tmp_path())
+        task = TaggingTask(output_dir, mode="feature_based", do_train=True, do_eval=True,
+                           lstm_units=4, learning_rates=(1e-2, 3e-2))
+        hooks = FeatureTagging(task, None, TrainingConfig(output_dir, max_seq_length=8,
+                                                          train_batch_size=4),
+                               tf.distribute.get_strategy())
+        count = len(features)
+        arrays = {"input_mask": np.ones((count, 8), np.int32),
+                  "label_ids": np.arange(count * 8).reshape(count, 8) % 3}
+        hooks.data = TaggingData(["O", "B-PER", "I-PER"], "IOB2",
+                                 {"train": Split("train", [], [], arrays)}, {"train": features})
+        return hooks
+
+    def test_a_run_whose_loss_turns_non_finite_is_a_diverged_row(self):
+        features = np.random.default_rng(0).normal(size=(8, 8, 6)).astype(np.float32)
+        features[3, 2, 1] = np.nan  # one bad feature value: every run's loss is NaN
+        hooks = self._hooks(features)
+        table = os.path.join(hooks.training.output_dir, "sweep_results.tsv")
+        with self.assertRaisesRegex(FieldError, "^every run of the sweep diverged: 0.01 "
+                                                r"\(restart 0\) diverged at step \d+, 0.03 "
+                                                rf"\(restart 0\) diverged at step \d+; see {table} "
+                                                "and pass lower learning_rates$"):
+            sweep(hooks, OptimizationConfig(num_train_epochs=2))
+        with open(table, encoding="utf-8") as reader:
+            rows = list(csv.DictReader(reader, delimiter="\t"))
+        self.assertEqual([(row["learning_rate"], row["dev_score"], row["chosen"])
+                          for row in rows], [("0.01", "nan", ""), ("0.03", "nan", "")])
+
+
+if __name__ == "__main__":
+    tf.test.main()
