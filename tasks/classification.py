@@ -20,6 +20,8 @@ from core.atomic import write_atomically
 from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
 from evaluation.degenerate_runs import majority_accuracy
+from modeling.class_weights import (parse_class_weights, resolve_class_weights,
+                                    weighted_classification_loss)
 from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
                                   regression_loss)
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
@@ -43,6 +45,8 @@ class ClassificationTask(FineTuningSettings):
     tsv_label_column: str | None = None
     tsv_labels: tuple[str, ...] | None = None  # default: the training file's labels
     tsv_has_header: bool = True
+    # "balanced" or label:weight pairs (`modeling.class_weights`); weighs the training loss
+    class_weights: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("task_name", "data_dir"):
@@ -59,6 +63,18 @@ class ClassificationTask(FineTuningSettings):
                              "model; pass {causal} too")
         if self.both_orders and swag_task:
             raise FieldError("{both_orders} is for text pairs; SWAG is multiple choice")
+        if self.class_weights is not None:
+            parse_class_weights(self.class_weights)
+            if swag_task:
+                raise FieldError("{class_weights} weighs classes; SWAG is multiple choice")
+            if not self.do_train:
+                raise FieldError("{class_weights} weighs the training loss: pass {do_train} "
+                                 "too")
+
+    def stamp(self) -> dict[str, str]:
+        """The settings a resumed training must share with the run it continues (the output
+        folder's stamp, `core.run_folder`); none when not training."""
+        return {"class_weights": self.class_weights or "none"} if self.do_train else {}
 
 
 @dataclasses.dataclass
@@ -73,6 +89,7 @@ class ClassificationData:
     train_examples: list
     dev: dict[str, tuple[dict, list]]  # dev set name -> (arrays, examples)
     test: dict[str, tuple[dict, list]]  # submission file stem -> (arrays, examples)
+    class_weights: list[float] | None = None  # in label order; None: unweighted
 
 
 def _result_prefix(data: ClassificationData, dev_name: str) -> str:
@@ -102,6 +119,7 @@ class Classification(TaskHooks):
             return ClassificationData(
                 name="SWAG", kind="multiple_choice", labels=None, pair=True,
                 train=mc_arrays(train) if train else None, train_examples=train,
+                class_weights=None,
                 dev={k: (mc_arrays(v), v) for k, v in dev.items()},
                 test={k: (mc_arrays(v), v) for k, v in test.items()})
         processor = glue.get_processor(
@@ -127,12 +145,29 @@ class Classification(TaskHooks):
             return converted.features
 
         sample = next(iter([*train, *[e for v in dev.values() for e in v]]), None)
+        train_arrays = arrays(train, "train") if train else None
         return ClassificationData(
             name=processor.name, kind="regression" if labels is None else "classification",
             labels=labels, pair=sample is not None and sample.text_b is not None,
-            train=arrays(train, "train") if train else None, train_examples=train,
+            train=train_arrays, train_examples=train,
+            class_weights=self._class_weights(labels, train_arrays),
             dev={k: (arrays(v, k), v) for k, v in dev.items()},
             test={k: (arrays(v, k), v) for k, v in test.items()})
+
+    def _class_weights(self, labels: list[str] | None, train: dict | None
+                       ) -> list[float] | None:
+        """The task's `class_weights` in label order, logged; None when it gives none."""
+        spec = self.task.class_weights
+        if spec is None or train is None:
+            return None
+        if labels is None:
+            raise FieldError("{class_weights} weighs classes; {task_name}={0} is a regression",
+                             self.task.task_name)
+        weights = resolve_class_weights(spec, labels, train["label_ids"])
+        logging.info("Class weights (%s) over %d training examples: %s", spec,
+                     len(train["label_ids"]), ", ".join(
+                         f"{label}={weight:.4g}" for label, weight in zip(labels, weights)))
+        return weights
 
     def build_model(self) -> keras.Model:
         task, data, config = self.task, self.data, self.resolved.config
@@ -144,7 +179,11 @@ class Classification(TaskHooks):
             bilstm_units=task.bilstm_units))
 
     def loss(self) -> loop.LossFunction:
-        return regression_loss if self.data.kind == "regression" else classification_loss
+        if self.data.kind == "regression":
+            return regression_loss
+        if self.data.class_weights is not None:
+            return weighted_classification_loss(self.data.class_weights)
+        return classification_loss
 
     def score(self, model: keras.Model) -> DevScores:
         """Dev metrics, prefixed by the dev set's name when there are several (MNLI); the
