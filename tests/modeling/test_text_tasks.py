@@ -176,7 +176,8 @@ class TextClassifierTest(TestCase):
         self.assertIn("(None, 2)", "\n".join(lines))
 
     def test_text_needs_a_preprocessor_and_label_names_must_fit(self):
-        packed_only = BertClassifier.from_pretrained(self.folder, num_labels=2)
+        packed_only = BertClassifier.from_pretrained(self.folder, num_labels=2,
+                                                     preprocessor=None)
         self.assertIsNone(packed_only.preprocessor)
         with self.assertRaisesRegex(ValueError, r"no preprocessor.*sequence_length=N"):
             packed_only.predict(TEXTS)
