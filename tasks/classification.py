@@ -17,11 +17,14 @@ from absl import logging
 
 from core.arguments import FieldError, check_integer, check_number
 from core.atomic import write_atomically
+from core.task_names import canonical_key
 from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
 from evaluation.degenerate_runs import majority_accuracy
+from evaluation.multi_label import multi_label_scores
 from modeling.class_weights import (parse_class_weights, resolve_class_weights,
                                     weighted_classification_loss)
+from modeling.multi_label import check_threshold, label_sets, multi_label_loss
 from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
                                   regression_loss)
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
@@ -47,6 +50,9 @@ class ClassificationTask(FineTuningSettings):
     tsv_has_header: bool = True
     # "balanced" or label:weight pairs (`modeling.class_weights`); weighs the training loss
     class_weights: str | None = None
+    multi_label: bool = False  # tsv: the label column holds label sets (`modeling.multi_label`)
+    threshold: float = 0.5  # multi_label: a label is predicted above this probability
+    tsv_label_delimiter: str | None = None  # multi_label: between a set's labels (default |)
 
     def __post_init__(self) -> None:
         for name in ("task_name", "data_dir"):
@@ -63,6 +69,7 @@ class ClassificationTask(FineTuningSettings):
                              "model; pass {causal} too")
         if self.both_orders and swag_task:
             raise FieldError("{both_orders} is for text pairs; SWAG is multiple choice")
+        self._check_multi_label()
         if self.class_weights is not None:
             parse_class_weights(self.class_weights)
             if swag_task:
@@ -70,6 +77,28 @@ class ClassificationTask(FineTuningSettings):
             if not self.do_train:
                 raise FieldError("{class_weights} weighs the training loss: pass {do_train} "
                                  "too")
+
+    def _check_multi_label(self) -> None:
+        check_threshold(self.threshold)
+        if not self.multi_label:
+            if self.threshold != 0.5:
+                raise FieldError("{threshold}={0} applies to {multi_label}; a single-label "
+                                 "classifier predicts its most probable label", self.threshold)
+            if self.tsv_label_delimiter is not None:
+                raise FieldError("{tsv_label_delimiter} separates the labels of a label set: "
+                                 "pass {multi_label} too")
+            return
+        if canonical_key(self.task_name) != "tsv":
+            raise FieldError("{multi_label} reads label sets from your own data: pass "
+                             "{task_name}=tsv with {tsv_label_column}, not {0}", self.task_name)
+        if self.class_weights is not None:
+            raise FieldError("{class_weights} weighs the classes of a single-label "
+                             "classifier; with {multi_label} each label is a yes/no of its own")
+
+    @property
+    def label_delimiter(self) -> str | None:
+        """Between a label set's labels in the label column; None for single labels."""
+        return (self.tsv_label_delimiter or "|") if self.multi_label else None
 
     def stamp(self) -> dict[str, str]:
         """The settings a resumed training must share with the run it continues (the output
@@ -82,7 +111,7 @@ class ClassificationData:
     """A task's arrays, and the examples they came from (for submissions)."""
 
     name: str  # the GLUE name, or SWAG
-    kind: str  # classification, regression or multiple_choice
+    kind: str  # classification, multi_label, regression or multiple_choice
     labels: list[str] | None  # None for regression and multiple choice
     pair: bool  # two texts per example
     train: dict[str, np.ndarray] | None
@@ -126,7 +155,7 @@ class Classification(TaskHooks):
             task.task_name, tsv_text_a_column=task.tsv_text_a_column,
             tsv_text_b_column=task.tsv_text_b_column, tsv_label_column=task.tsv_label_column,
             tsv_labels=list(task.tsv_labels) if task.tsv_labels else None,
-            tsv_has_header=task.tsv_has_header)
+            tsv_has_header=task.tsv_has_header, tsv_label_delimiter=task.label_delimiter)
         train = processor.train_examples(task.data_dir) if task.do_train else []
         dev = processor.dev_sets(task.data_dir) if task.do_eval else {}
         test = processor.test_sets(task.data_dir) if task.do_predict else {}
@@ -135,7 +164,8 @@ class Classification(TaskHooks):
 
         def arrays(examples: list, what: str) -> dict:
             try:
-                converted = convert(examples, tokenizer, max_seq_length, labels)
+                converted = convert(examples, tokenizer, max_seq_length, labels,
+                                    task.multi_label)
             except ValueError as error:
                 raise FieldError("{task_name}={0}, {1}: {2}", task.task_name, what,
                                  error) from None
@@ -147,7 +177,8 @@ class Classification(TaskHooks):
         sample = next(iter([*train, *[e for v in dev.values() for e in v]]), None)
         train_arrays = arrays(train, "train") if train else None
         return ClassificationData(
-            name=processor.name, kind="regression" if labels is None else "classification",
+            name=processor.name, kind=("regression" if labels is None else
+                                       "multi_label" if task.multi_label else "classification"),
             labels=labels, pair=sample is not None and sample.text_b is not None,
             train=train_arrays, train_examples=train,
             class_weights=self._class_weights(labels, train_arrays),
@@ -176,11 +207,14 @@ class Classification(TaskHooks):
         return self.pretrained(lambda: BertClassifier(
             config, num_labels=len(data.labels or [None]), causal=task.causal,
             lm_aux_weight=task.lm_aux_weight, both_orders=task.both_orders,
-            bilstm_units=task.bilstm_units))
+            bilstm_units=task.bilstm_units, multi_label=task.multi_label,
+            threshold=task.threshold))
 
     def loss(self) -> loop.LossFunction:
         if self.data.kind == "regression":
             return regression_loss
+        if self.data.kind == "multi_label":
+            return multi_label_loss
         if self.data.class_weights is not None:
             return weighted_classification_loss(self.data.class_weights)
         return classification_loss
@@ -191,6 +225,12 @@ class Classification(TaskHooks):
         data, results = self.data, {}
         for name, (arrays, _) in data.dev.items():
             predictions = finetuning.predict(model, arrays, self.training.eval_batch_size)
+            if data.kind == "multi_label":
+                metrics = multi_label_scores(predictions, arrays["label_ids"], data.labels,
+                                             self.task.threshold)
+                results.update({f"{_result_prefix(data, name)}_{key}": value
+                                for key, value in metrics.items()})
+                continue
             metric_task = "swag" if data.kind == "multiple_choice" else data.name
             metrics = glue_metrics.compute_metrics(metric_task, predictions, arrays["label_ids"])
             metrics["score"] = (metrics["accuracy"] if data.kind == "multiple_choice"
@@ -202,7 +242,7 @@ class Classification(TaskHooks):
 
     def majorities(self) -> dict[str, float]:
         data = self.data
-        if data.kind == "regression":
+        if data.kind in ("regression", "multi_label"):
             return {}
         return {f"{_result_prefix(data, name)}_accuracy": majority_accuracy(arrays["label_ids"])
                 for name, (arrays, _) in data.dev.items()}
@@ -219,7 +259,14 @@ class Classification(TaskHooks):
         data, folder, written = self.data, os.path.join(self.training.output_dir, "submission"), []
         for stem, (arrays, examples) in data.test.items():
             predictions = finetuning.predict(model, arrays, self.training.predict_batch_size)
-            if data.kind == "multiple_choice":
+            if data.kind == "multi_label":
+                sets = label_sets(1.0 / (1.0 + np.exp(-predictions)), self.task.threshold,
+                                  data.labels)
+                rows = ["index\tprediction"] + [
+                    f"{example.guid}\t{self.task.label_delimiter.join(labels)}"
+                    for example, labels in zip(examples, sets)]
+                write_atomically(os.path.join(folder, f"{stem}.tsv"), "\n".join(rows) + "\n")
+            elif data.kind == "multiple_choice":
                 rows = ["id\tprediction"] + [f"{example.guid}\t{int(choice)}" for example, choice
                                              in zip(examples, predictions.argmax(-1))]
                 write_atomically(os.path.join(folder, f"{stem}.tsv"), "\n".join(rows) + "\n")
