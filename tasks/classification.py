@@ -88,6 +88,10 @@ class ClassificationTask(FineTuningSettings):
                 raise FieldError("{tsv_label_delimiter} separates the labels of a label set: "
                                  "pass {multi_label} too")
             return
+        delimiter = self.label_delimiter
+        if not delimiter or delimiter.isspace() or "\t" in delimiter:
+            raise FieldError("{tsv_label_delimiter} must be visible characters other than a "
+                             "tab, got {0!r}", delimiter)
         if canonical_key(self.task_name) != "tsv":
             raise FieldError("{multi_label} reads label sets from your own data: pass "
                              "{task_name}=tsv with {tsv_label_column}, not {0}", self.task_name)
@@ -98,7 +102,9 @@ class ClassificationTask(FineTuningSettings):
     @property
     def label_delimiter(self) -> str | None:
         """Between a label set's labels in the label column; None for single labels."""
-        return (self.tsv_label_delimiter or "|") if self.multi_label else None
+        if not self.multi_label:
+            return None
+        return "|" if self.tsv_label_delimiter is None else self.tsv_label_delimiter
 
     def stamp(self) -> dict[str, str]:
         """The settings a resumed training must share with the run it continues (the output

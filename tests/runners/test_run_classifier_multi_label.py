@@ -51,6 +51,8 @@ class MultiLabelRunnerTest(TestCase):
         self._refused("--multi_label reads label sets from your own data: pass --task_name=tsv "
                       "with --tsv_label_column, not SST-2", multi_label=True, task="SST-2")
         self._refused("--threshold must be", multi_label=True, threshold=1.0)
+        self._refused("--tsv_label_delimiter must be visible characters other than a tab, "
+                      "got ' '", multi_label=True, tsv_label_delimiter=" ")
         self._refused("--threshold=0.3 applies to --multi_label", threshold=0.3)
         self._refused("--tsv_label_delimiter separates the labels of a label set: pass "
                       "--multi_label too", tsv_label_delimiter=",")
