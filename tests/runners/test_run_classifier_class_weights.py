@@ -5,17 +5,11 @@ import re
 
 import pytest
 
-from tests.fixtures import TestCase, run_main
-from tests.runners.test_run_classifier import BAD, GOOD, _arguments, _sst2
+from tests.fixtures import run_main
+from tests.runners.test_run_classifier import BAD, GOOD, Sst2FolderTestCase, _arguments
 
 
-class ClassWeightsFlagTest(TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.root = cls.class_folder()
-        cls.sst2 = _sst2(cls.root)
+class ClassWeightsFlagTest(Sst2FolderTestCase):
 
     def _refused(self, message, **flags) -> None:
         with self.assertRaisesRegex(ValueError, re.escape(message)):

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tests.fixtures import TestCase, run_main
-from tests.runners.test_run_classifier import BAD, GOOD, _arguments, _sst2
+from tests.fixtures import run_main
+from tests.runners.test_run_classifier import BAD, GOOD, Sst2FolderTestCase, _arguments
 
 LABELS = ["film", "neg", "pos"]
 
@@ -29,13 +29,11 @@ def _topics(folder):
     return data, rows
 
 
-class MultiLabelRunnerTest(TestCase):
+class MultiLabelRunnerTest(Sst2FolderTestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = cls.class_folder()
-        cls.sst2 = _sst2(cls.root)
         cls.data, cls.rows = _topics(cls.root)
 
     def _arguments(self, output, **flags):
