@@ -88,10 +88,7 @@ class ClassificationTask(FineTuningSettings):
                 raise FieldError("{tsv_label_delimiter} separates the labels of a label set: "
                                  "pass {multi_label} too")
             return
-        delimiter = self.label_delimiter
-        if not delimiter or delimiter.isspace() or "\t" in delimiter:
-            raise FieldError("{tsv_label_delimiter} must be visible characters other than a "
-                             "tab, got {0!r}", delimiter)
+        glue.check_label_delimiter(self.label_delimiter)
         if canonical_key(self.task_name) != "tsv":
             raise FieldError("{multi_label} reads label sets from your own data: pass "
                              "{task_name}=tsv with {tsv_label_column}, not {0}", self.task_name)
@@ -154,7 +151,6 @@ class Classification(TaskHooks):
             return ClassificationData(
                 name="SWAG", kind="multiple_choice", labels=None, pair=True,
                 train=mc_arrays(train) if train else None, train_examples=train,
-                class_weights=None,
                 dev={k: (mc_arrays(v), v) for k, v in dev.items()},
                 test={k: (mc_arrays(v), v) for k, v in test.items()})
         processor = glue.get_processor(

@@ -27,13 +27,15 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from core.arguments import FieldError
 from core.task_names import canonical_key
 from data_prep.datasets import glue_tasks
 from data_prep.datasets.glue_tasks import Column, InputExample, SplitFile, TaskSpec
 from text.sentence_pairs import pack_ids
 
-__all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_both_orders",
-           "convert_examples", "get_processor", "majority_class", "write_submission"]
+__all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "check_label_delimiter",
+           "convert_both_orders", "convert_examples", "get_processor", "majority_class",
+           "write_submission"]
 
 class TaskProcessor:
     """Reads one task's splits from a data folder in its distribution layout."""
@@ -158,10 +160,8 @@ def _tsv_processor(text_a: Column | None, text_b: Column | None, label: Column |
     if labels is not None and len(set(labels)) != len(labels):
         raise ValueError(f"the tsv label list repeats a label: {list(labels)}")
     text_a, text_b, label = columns
-    if label_delimiter is not None and (not label_delimiter or label_delimiter.isspace()
-                                        or "\t" in label_delimiter):
-        raise ValueError(f"the tsv label delimiter must be visible characters other than a "
-                         f"tab, got {label_delimiter!r}")
+    if label_delimiter is not None:
+        check_label_delimiter(label_delimiter)
     train = SplitFile(("train.tsv",), text_a, text_b, label, has_header=has_header,
                       label_delimiter=label_delimiter)
     spec = TaskSpec(
@@ -169,6 +169,14 @@ def _tsv_processor(text_a: Column | None, text_b: Column | None, label: Column |
         dev={"dev": dataclasses.replace(train, paths=("dev.tsv",))},
         test={"test": dataclasses.replace(train, paths=("test.tsv",), label=None)})
     return TaskProcessor(spec, labels_from_train=not labels)
+
+
+def check_label_delimiter(delimiter: str) -> str:
+    """`delimiter` if it can separate a label set's labels in a TSV cell: visible, no tab."""
+    if not isinstance(delimiter, str) or not delimiter or delimiter.isspace() or "\t" in delimiter:
+        raise FieldError("{tsv_label_delimiter} must be visible characters other than a tab, "
+                         "got {0!r}", delimiter)
+    return delimiter
 
 
 def _label_set(label: str | tuple[str, ...]) -> tuple[str, ...]:

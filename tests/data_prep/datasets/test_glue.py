@@ -268,7 +268,7 @@ class GlueTest(TestCase, parameterized.TestCase):
         self.assertAllEqual(features["label_ids"], [[1, 1], [0, 1], [0, 0], [1, 0]])
         self.assertEqual(features["label_ids"].dtype, np.float32)
         for delimiter in ("", " ", "\t"):
-            with self.assertRaisesRegex(ValueError, "label delimiter must be visible"):
+            with self.assertRaisesRegex(ValueError, "^tsv_label_delimiter must be visible"):
                 get_processor("tsv", tsv_text_a_column="text", tsv_label_column="topics",
                               tsv_label_delimiter=delimiter)
 
