@@ -1,17 +1,20 @@
-"""The rule of `text.sliding_windows` as TensorFlow ops, batched over rows of tokens.
+"""Overlapping windows over rows of tokens as TensorFlow ops, and which one scores a token.
 
 The task models window long texts inside their `tf.data` pipeline, and the
-tagger's SavedModel inside its signature, where the numpy rule cannot run.
-The windows are the same (`max_tokens` long, `stride` apart, the last one
-ending at the last token) and so is the choice of the window that scores a
-token: the most context on its shorter side, `min(left, right) + 0.01 *
-window length`, ties to the earlier window (the original run_squad.py's
-`_check_is_max_context`). The score is computed in integers, `100 * min +
-length`, which orders windows as the original's float does without its
-rounding. A test holds the two modules together.
+tagger's SavedModel inside its signature, where the numpy rule of
+`text.sliding_windows` cannot run. The windows are the CoNLL runner's
+(`data_prep.datasets.conll` without document context): `text.sliding_windows`'
+windows, `max_tokens` long and `stride` apart, except that the last one of
+a row with several is pulled back to end at the row's last token with a
+full window's tokens, so it reads as much context as the others. The window
+that scores a token is chosen by the original run_squad.py's
+`_check_is_max_context`: the most context on the token's shorter side,
+`min(left, right) + 0.01 * window length`, ties to the earlier window. The
+score is computed in integers, `100 * min + length`, which orders windows
+as the original's float does without its rounding. A test holds this module
+to the runner's windows.
 
-Unlike the numpy rule, a row of no tokens gets one empty window, so that
-every example has an output row.
+A row of no tokens gets one empty window, so every example has an output row.
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ def plan_windows(row_lengths: tf.Tensor, max_tokens: int, stride: int) -> Window
     counts = tf.where(lengths > max_tokens,
                       (lengths - max_tokens + stride - 1) // stride + 1, 1)
     rows = tf.repeat(tf.range(tf.size(lengths, tf.int64)), counts)
-    starts = tf.ragged.range(counts).flat_values * stride
-    window_lengths = tf.minimum(tf.gather(lengths, rows) - starts, max_tokens)
-    return WindowPlan(rows, starts, window_lengths, counts)
+    row_lengths = tf.gather(lengths, rows)
+    starts = tf.minimum(tf.ragged.range(counts).flat_values * stride,
+                        tf.maximum(row_lengths - max_tokens, 0))  # the last one pulled back
+    return WindowPlan(rows, starts, tf.minimum(row_lengths, max_tokens), counts)
 
 
 def window_tokens(tokens: tf.RaggedTensor, plan: WindowPlan) -> tf.RaggedTensor:
@@ -69,10 +73,12 @@ def max_context_windows(plan: WindowPlan, rows: tf.Tensor, positions: tf.Tensor,
     rows, positions = tf.cast(rows, tf.int64), tf.cast(positions, tf.int64)
     counts = tf.gather(plan.counts, rows)
     first = tf.gather(tf.cumsum(plan.counts, exclusive=True), rows)
-    # Windows k of a row hold position t only for (t - max_tokens) / stride < k <= t / stride.
+    # Windows k of a row but its last start at k * stride: they hold position t only for
+    # (t - max_tokens) / stride < k <= t / stride. The last window is a candidate of its own.
     candidates = max_tokens // stride + 1
-    last = tf.minimum(positions // stride, counts - 1)
-    k = last[:, None] - tf.range(candidates, dtype=tf.int64)[::-1][None, :]  # ascending
+    latest = tf.minimum(positions // stride, counts - 1)
+    k = tf.concat([latest[:, None] - tf.range(candidates, dtype=tf.int64)[::-1][None, :],
+                   counts[:, None] - 1], axis=1)  # ascending
     window = first[:, None] + tf.maximum(k, 0)
     start, length = tf.gather(plan.starts, window), tf.gather(plan.lengths, window)
     left, right = positions[:, None] - start, start + length - 1 - positions[:, None]
