@@ -202,6 +202,7 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         num_labels = check_integer("num_labels", num_labels)
         lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
         window_stride = check_window_settings(long_texts, window_stride)
+        _check_stride(window_stride, kwargs.get("preprocessor"))
         if both_orders and long_texts != TRUNCATE:
             raise ValueError(f"long_texts={long_texts!r} reads single texts; a both_orders "
                              "model takes packed pairs")
@@ -215,7 +216,6 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
                            both_orders=both_orders, bilstm_units=bilstm_units,
                            label_names=check_label_names(label_names, num_labels),
                            long_texts=long_texts, window_stride=window_stride)
-        _check_stride(self)
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
         self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.classifier = OutputProjection(num_labels, self.summary_size,
@@ -355,11 +355,11 @@ class BertTokenTagger(WordTaggerMixin, _SequenceModel):
         num_labels = check_integer("num_labels", num_labels)
         if window_stride is not None:
             window_stride = check_integer("window_stride", window_stride)
+            _check_stride(window_stride, kwargs.get("preprocessor"))
         super().__init__(config, bilstm_units, **kwargs)
         self.keep_settings(num_labels=num_labels,
                            label_names=check_label_names(label_names, num_labels),
                            window_stride=window_stride)
-        _check_stride(self)
         self.tagger = OutputProjection(num_labels, self.sequence_width, config.initializer_range,
                                        "ner", name="tagger", dtype=self.dtype_policy)
         self._finish_build((None, None))
@@ -401,10 +401,11 @@ def tagging_loss(features: dict, logits) -> dict:
     return {"loss": ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)}
 
 
-def _check_stride(model: _FineTuningModel) -> None:
-    """Refuses a `window_stride` wider than the attached preprocessor's window."""
-    if model.preprocessor is not None and model.window_stride is not None:
-        stride_for(model.window_stride, model.preprocessor.sequence_length)
+def _check_stride(window_stride: int | None, preprocessor) -> None:
+    """Refuses a `window_stride` wider than the window of a preprocessor given as a layer
+    (one given as a config was checked when it was saved), before any weight is built."""
+    if isinstance(preprocessor, BertPreprocessor) and window_stride is not None:
+        stride_for(window_stride, preprocessor.sequence_length)
 
 
 def _bilstm(units: int, input_size: int, return_sequences: bool, dtype) -> keras.layers.Layer | None:
