@@ -2,15 +2,16 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling import BertClassifier, BertTokenTagger
 from tasks.serving_tagging import export_tagger
 from tests.fixtures import TestCase
+from tests.modeling.test_text_tasks import TAG_NAMES
 from tests.modeling.tiny_folder import WORDS, tiny_folder
 
 LENGTH = 16  # windows of 14 sub-tokens, 7 apart by default
-TAG_NAMES = ["O", "B-PER", "B-LOC"]
 
 
 def _long_words(count: int = 2000, seed: int = 0) -> list[str]:
@@ -52,6 +53,7 @@ class ClassifierWindowsTest(TestCase):
         self.assertAllClose(logits[1], self._by_hand(self.texts[1])[0])
         self.assertLen(self.model.predict_labels(self.texts), 2)
 
+    @pytest.mark.slow
     def test_fit_trains_each_window_with_its_texts_label_and_evaluate_reads_the_mean(self):
         features, labels, weights = next(iter(self.model.text_dataset(
             self.texts, [1, 0], sample_weight=[2.0, 3.0], call="fit", batch_size=2)))
