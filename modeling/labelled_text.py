@@ -20,7 +20,10 @@ from modeling.labels import (class_indices, label_outputs, multi_hot, regression
                              tag_indices)
 from modeling.multi_label import MultiLabelF1, label_sets
 from modeling.preprocessor import split_segments
+from modeling.text_arguments import is_raw_text
 from modeling.text_tasks import TextTaskMixin
+from modeling.text_windows import (EXAMPLE_WINDOWS, WINDOWS, WORD_POSITIONS, stride_for,
+                                   text_windows, word_windows)
 from text.tag_schemes import check_aligned
 
 
@@ -47,6 +50,10 @@ class SentenceTextMixin(TextTaskMixin):
         texts_a, texts_b = split_segments(x)
         if texts_a.shape.rank == 0:
             raise ValueError("give a list of texts (or of pairs), not a single one")
+        if texts_b is not None and self._windowed():
+            raise ValueError(f"long_texts={WINDOWS!r} reads single texts through windows, "
+                             "not pairs: give a list of texts, or build the model with "
+                             "long_texts='truncate' for pairs")
         inputs = texts_a if texts_b is None else (texts_a, texts_b)
         if y is None:
             return inputs, None
@@ -58,9 +65,31 @@ class SentenceTextMixin(TextTaskMixin):
                                                  argument), tf.int32)
 
     def _preprocess_batch(self, x, y=None, sample_weight=None):
-        return _with_targets(self.preprocessor(x), y, sample_weight)
+        """With windows, the model averages each text's windows (`example_windows`)."""
+        if not self._windowed():
+            return _with_targets(self.preprocessor(x), y, sample_weight)
+        with tf.device("cpu"):
+            tokens, _ = self.preprocessor.tokenizer.tokenize_batch(x)
+        length = self.preprocessor.sequence_length
+        tokenizer = self.preprocessor.tokenizer
+        return _with_targets(text_windows(tokens, length, stride_for(self.window_stride, length),
+                                          tokenizer.cls_id, tokenizer.sep_id), y, sample_weight)
+
+    def _training_batch(self, x, y, sample_weight=None):
+        """With windows, each window is an example carrying its text's label and weight."""
+        if not self._windowed():
+            return self._preprocess_batch(x, y, sample_weight)
+        features = self._preprocess_batch(x)
+        counts = features.pop(EXAMPLE_WINDOWS)
+        return _with_targets(features, tf.repeat(y, counts, axis=0), None if sample_weight is None
+                             else tf.repeat(sample_weight, counts, axis=0))
+
+    def _windowed(self) -> bool:
+        return getattr(self, "long_texts", None) == WINDOWS
 
     def _truncation(self, inputs) -> str | None:
+        if self._windowed():
+            return None
         texts_a, texts_b = inputs if isinstance(inputs, tuple) else (inputs, None)
         return truncation.texts_cut(self.preprocessor.tokenizer, texts_a, texts_b,
                                     self.preprocessor.sequence_length)
@@ -126,7 +155,10 @@ class WordTaggerMixin(TextTaskMixin):
     """Raw text for the tagger: sentences as lists of words in, one tag per word out.
 
     A word's tag is read at its first sub-token, as the runners train and
-    score it; the other positions carry no loss (sample weight 0).
+    score it; the other positions carry no loss (sample weight 0). A sentence
+    longer than one window is read through windows `window_stride` sub-tokens
+    apart, each word scored in the one where it has the most context
+    (`modeling.text_windows`), so every word is trained on and tagged.
     """
 
     num_labels: int
@@ -142,17 +174,32 @@ class WordTaggerMixin(TextTaskMixin):
         return words, words.with_flat_values(tf.constant(ids, tf.int32))
 
     def _preprocess_batch(self, words, tags=None, sample_weight=None):
-        packed, _, labels = self.preprocessor.pack_words(words, tags)
+        """Windows; without tags the model reads each word's logits (`word_positions`)."""
+        length = self.preprocessor.sequence_length
+        tokenizer = self.preprocessor.tokenizer
+        with tf.device("cpu"):
+            pieces = self.preprocessor.word_pieces(words)
+        packed, labels = word_windows(pieces, length, stride_for(self.window_stride, length),
+                                      tokenizer.cls_id, tokenizer.sep_id, tags)
+        counts = packed.pop(EXAMPLE_WINDOWS)
         if tags is None:
             return packed
+        packed.pop(WORD_POSITIONS)
         weights = tf.cast(labels >= 0, tf.float32)
         if sample_weight is not None:
-            weights *= tf.cast(sample_weight, tf.float32)[:, None]
+            weights *= tf.repeat(tf.cast(sample_weight, tf.float32), counts)[:, None]
         return packed, tf.maximum(labels, 0), weights
 
-    def _truncation(self, inputs) -> str | None:
-        return truncation.words_cut(self.preprocessor.tokenizer, inputs,
-                                    self.preprocessor.sequence_length)
+    def predict(self, x, batch_size=None, **kwargs):
+        """Raw sentences give each word's logits [N, most words, labels], zeros past a
+        sentence's end; packed inputs give logits at every position, as Keras."""
+        outputs = super().predict(x, batch_size=batch_size, **kwargs)
+        if not is_raw_text(x) or outputs.ndim != 2:  # not [words, labels]: no sentences
+            return outputs
+        lengths = sentence_lengths(x)
+        padded = np.zeros((len(lengths), max(lengths), self.num_labels), np.float32)
+        padded[np.arange(max(lengths)) < np.array(lengths)[:, None]] = outputs
+        return padded
 
     def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
         return np.zeros((0, input_shape[-1], self.num_labels), np.float32)
@@ -166,7 +213,8 @@ class WordTaggerMixin(TextTaskMixin):
         return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
 
     def predict_labels(self, x, batch_size: int | None = None, return_scores: bool = False):
-        """Each sentence's tags, one per word, lined up with the input words.
+        """Each sentence's tags, one per word, lined up with the input words, however
+        long the sentence is (each word read in its max-context window).
 
         Args:
           x: sentences, each a list of words.
@@ -176,10 +224,9 @@ class WordTaggerMixin(TextTaskMixin):
 
         Returns:
           Per sentence, a tag per word (its name if the model has
-          `label_names`, else its index), None for a word cut off by
-          `sequence_length`; with `return_scores`, a pair (tags,
-          probabilities), the probabilities per sentence and word (None where
-          the tag is). [] for no sentences.
+          `label_names`, else its index); with `return_scores`, a pair (tags,
+          probabilities), the probabilities per sentence and word. [] for no
+          sentences.
 
         Examples:
 
@@ -191,14 +238,13 @@ class WordTaggerMixin(TextTaskMixin):
         if not len(logits):
             return ([], []) if return_scores else []
         probabilities = special.softmax(logits, axis=-1)
-        _, starts, _ = self.preprocessor.pack_words(ragged_words(x))
-        tags, scores = [], []
-        for row, positions in enumerate(starts.to_list()):
-            best = np.argmax(logits[row], axis=-1)
-            tags.append([None if p < 0 else label_outputs([int(best[p])], self.label_names)[0]
-                         for p in positions])
-            scores.append([None if p < 0 else probabilities[row, p] for p in positions])
-        return (tags, scores) if return_scores else tags
+        best = np.argmax(logits, axis=-1)
+        lengths = sentence_lengths(x)
+        tags = [label_outputs(best[row, :length].tolist(), self.label_names)
+                for row, length in enumerate(lengths)]
+        if not return_scores:
+            return tags
+        return tags, [list(probabilities[row, :length]) for row, length in enumerate(lengths)]
 
 
 def ragged_words(sentences) -> tf.RaggedTensor:
@@ -216,6 +262,14 @@ def ragged_words(sentences) -> tf.RaggedTensor:
     return tf.RaggedTensor.from_row_lengths(
         tf.constant([word for sentence in sentences for word in sentence], tf.string),
         [len(sentence) for sentence in sentences])
+
+
+def sentence_lengths(sentences) -> list[int]:
+    """The words of each sentence, given as Python lists or as a dataset of batches."""
+    if isinstance(sentences, tf.data.Dataset):
+        return [int(length) for batch in sentences
+                for length in (batch[0] if isinstance(batch, tuple) else batch).row_lengths()]
+    return [len(sentence) for sentence in sentences]
 
 
 def _with_targets(features, y, sample_weight):

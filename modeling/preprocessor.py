@@ -104,7 +104,7 @@ class BertPreprocessor(keras.layers.Layer):
         if word_labels is not None:
             words, word_labels = same_row_lengths(words, word_labels, ("words", "word_labels"))
         with tf.device("cpu"):
-            word_pieces = self._word_pieces(words)
+            word_pieces = self.word_pieces(words)
             tokens = word_pieces.merge_dims(1, 2)
             first_piece = word_pieces.values.row_splits[:-1]  # in the flat list of sub-tokens
             start = first_piece - tf.repeat(tokens.row_splits[:-1], words.row_lengths())
@@ -140,7 +140,7 @@ class BertPreprocessor(keras.layers.Layer):
                                self.tokenizer.cls_id, self.tokenizer.sep_id,
                                names=("questions", "context_words")), word_pieces
 
-    def _word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+    def word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """Sub-tokens of each word [N, (words), (pieces)]; a word with none becomes [UNK],
         as in the tagging runners, so every word keeps a position."""
         pieces, _ = self.tokenizer.tokenize_batch(words.flat_values)

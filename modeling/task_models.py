@@ -46,6 +46,9 @@ from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 from modeling.quantization import QuantizableModel
 from modeling.span_text import SpanTextMixin
 from modeling.text_tasks import TextTaskMixin
+from modeling.text_windows import (EXAMPLE_WINDOWS, TRUNCATE, WORD_POSITIONS,
+                                   check_window_settings, mean_over_windows, stride_for,
+                                   word_logits)
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -209,6 +212,13 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
     bidirectional LSTM and classifies from its two final states, Table 5's
     "+ BiLSTM" row: it gives the left-to-right model a right-to-left reading.
 
+    Raw texts longer than the preprocessor's `sequence_length` are cut to it
+    with `long_texts="truncate"` (counted and logged once per call), or read
+    whole with `long_texts="windows"`: windows `window_stride` sub-tokens
+    apart (default: half a window), each trained on as an example with its
+    text's label, a text predicted and evaluated by the mean of its windows'
+    logits (`modeling.text_windows`).
+
     Args:
       config: the encoder's hyperparameters.
       num_labels: classes; 1 for regression (one score, mean squared error).
@@ -222,6 +232,9 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         cross-entropy); labels are label sets.
       threshold: with `multi_label`, the probability above which a label is
         predicted, in (0, 1).
+      long_texts: "truncate" (cut to `sequence_length`) or "windows" (read whole).
+      window_stride: with "windows", sub-tokens between window starts
+        (default: half a window).
       **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
 
     Examples:
@@ -237,7 +250,8 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
                  lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
                  label_names: list[str] | None = None, multi_label: bool = False,
-                 threshold: float = 0.5, **kwargs):
+                 threshold: float = 0.5, long_texts: str = TRUNCATE,
+                 window_stride: int | None = None, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         num_labels = check_integer("num_labels", num_labels)
         lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
@@ -249,6 +263,11 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         if threshold != 0.5 and not multi_label:
             raise ValueError(f"threshold={threshold} applies to multi_label=True; a "
                              "single-label model predicts its most probable class")
+        window_stride = check_window_settings(long_texts, window_stride)
+        _check_stride(window_stride, kwargs.get("preprocessor"))
+        if both_orders and long_texts != TRUNCATE:
+            raise ValueError(f"long_texts={long_texts!r} reads single texts; a both_orders "
+                             "model takes packed pairs")
         super().__init__(config, causal=causal, **kwargs)
         if lm_aux_weight and not causal:
             raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
@@ -258,7 +277,8 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         self.keep_settings(num_labels=num_labels, lm_aux_weight=lm_aux_weight,
                            both_orders=both_orders, bilstm_units=bilstm_units,
                            label_names=check_label_names(label_names, num_labels),
-                           multi_label=multi_label, threshold=threshold)
+                           multi_label=multi_label, threshold=threshold,
+                           long_texts=long_texts, window_stride=window_stride)
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
         self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.classifier = OutputProjection(num_labels, self.summary_size,
@@ -290,7 +310,10 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
             lm_logits = self.lm_head(encoded["sequence_output"])
             self.add_loss(self.lm_aux_weight * left_to_right_lm_loss(
                 lm_logits, features["input_ids"], features["input_mask"]))
-        return logits[:, 0] if self.num_labels == 1 else logits
+        logits = logits[:, 0] if self.num_labels == 1 else logits
+        if EXAMPLE_WINDOWS in features:  # a batch of texts read through windows
+            return mean_over_windows(logits, features[EXAMPLE_WINDOWS])
+        return logits
 
     def head_variables(self) -> dict:
         names = {**self.classifier.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
@@ -411,11 +434,17 @@ class BertSpanModel(SpanTextMixin, _SequenceModel):
 class BertTokenTagger(WordTaggerMixin, _SequenceModel):
     """Token tagging (NER): K logits at every position, no CRF, as the paper.
 
+    Raw sentences longer than the preprocessor's window are read through
+    windows `window_stride` sub-tokens apart (default: half a window), every
+    word scored in the window where it has the most context.
+
     Args:
       config: the encoder's hyperparameters.
       num_labels: tags.
       bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
       label_names: a name per tag, in order: tags in and out by name.
+      window_stride: sub-tokens between the starts of a long sentence's
+        windows (default: half a window).
       **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
 
     Examples:
@@ -429,19 +458,27 @@ class BertTokenTagger(WordTaggerMixin, _SequenceModel):
     """
 
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
-                 label_names: list[str] | None = None, **kwargs):
+                 label_names: list[str] | None = None, window_stride: int | None = None,
+                 **kwargs):
         kwargs.setdefault("name", "bert_tagger")
         num_labels = check_integer("num_labels", num_labels)
+        if window_stride is not None:
+            window_stride = check_integer("window_stride", window_stride)
+            _check_stride(window_stride, kwargs.get("preprocessor"))
         super().__init__(config, bilstm_units, **kwargs)
         self.keep_settings(num_labels=num_labels,
-                           label_names=check_label_names(label_names, num_labels))
+                           label_names=check_label_names(label_names, num_labels),
+                           window_stride=window_stride)
         self.tagger = OutputProjection(num_labels, self.sequence_width, config.initializer_range,
                                        "ner", name="tagger", dtype=self.dtype_policy)
         self._finish_build((None, None))
 
     def call(self, features, training=None):
         sequence = self.read_sequence(features, training)
-        return self.tagger(self.dropout(sequence, training=training))
+        logits = self.tagger(self.dropout(sequence, training=training))
+        if WORD_POSITIONS in features:  # raw sentences: each word's logits, from its window
+            return word_logits(logits, features[WORD_POSITIONS])
+        return logits
 
     def head_variables(self) -> dict:
         return {**self.tagger.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
@@ -471,6 +508,13 @@ def tagging_loss(features: dict, logits) -> dict:
     weights = ops.cast(labels >= 0, "float32")
     per_token = cross_entropy(ops.maximum(labels, 0), logits)
     return {"loss": ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)}
+
+
+def _check_stride(window_stride: int | None, preprocessor) -> None:
+    """Refuses a `window_stride` wider than the window of a preprocessor given as a layer
+    (one given as a config was checked when it was saved), before any weight is built."""
+    if isinstance(preprocessor, BertPreprocessor) and window_stride is not None:
+        stride_for(window_stride, preprocessor.sequence_length)
 
 
 def _bilstm(units: int, input_size: int, return_sequences: bool, dtype) -> keras.layers.Layer | None:

@@ -61,7 +61,8 @@ class TextTaskMixin:
 
     Hooks: `_text_columns(x, y, argument)` checks raw Python inputs and
     turns them into tensors for `from_tensor_slices`; `_preprocess_batch(x,
-    y, sample_weight)` maps a batch of them to model inputs;
+    y, sample_weight)` maps a batch of them to model inputs (`_training_batch`
+    those `fit` trains on, if they differ);
     `_truncation(inputs)` says what the window cuts; `_empty_outputs(shape)`
     is `predict`'s answer to no examples; `default_loss()` /
     `default_metrics()`.
@@ -204,7 +205,7 @@ class TextTaskMixin:
         try:
             if in_order:
                 history = fit_in_order(super().fit, order, seed, done, per_epoch,
-                                       range(initial_epoch, epochs), self._preprocess_batch,
+                                       range(initial_epoch, epochs), self._training_batch,
                                        validation_data=validation_data, callbacks=callbacks,
                                        **kwargs)
             else:
@@ -295,7 +296,9 @@ class TextTaskMixin:
                                                     needs_labels)
             dataset = tf.data.Dataset.from_tensor_slices(columns).ragged_batch(
                 batch_size or DEFAULT_BATCH_SIZE)
-        return dataset.map(self._preprocess_batch, num_parallel_calls=tf.data.AUTOTUNE
+        preprocess = (self._training_batch if call == "fit" and argument == "x"
+                      else self._preprocess_batch)
+        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE
                            ).prefetch(tf.data.AUTOTUNE)
 
     def _text_columns_checked(self, x, y, sample_weight, call: str, argument: str = "x",
@@ -366,6 +369,10 @@ class TextTaskMixin:
 
     def _preprocess_batch(self, x, y=None, sample_weight=None):
         raise NotImplementedError
+
+    def _training_batch(self, x, y, sample_weight=None):
+        """`fit`'s batches: those of `_preprocess_batch` unless a task trains otherwise."""
+        return self._preprocess_batch(x, y, sample_weight)
 
     def _truncation(self, inputs) -> str | None:
         """What the window of `sequence_length` tokens cuts from `inputs`; None for nothing."""

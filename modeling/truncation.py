@@ -2,10 +2,10 @@
 
 The preprocessor keeps the first `sequence_length` tokens of an example,
 as the runners' packing does; a longer text trains and predicts on its
-beginning only, and a tagger's words past the window are neither trained
-on nor tagged. Nothing in the result shows it, so the task models count
-these examples before each `fit`, `evaluate` and `predict` and log the
-count once per call. The counts follow the packing rules of
+beginning only (unless a classifier reads it through windows, or it is a
+tagger's sentence, always read so: `modeling.text_windows`). Nothing in the
+result shows the cut, so the task models count these examples before each
+`fit`, `evaluate` and `predict` and log the count once per call. The counts follow the packing rules of
 `text.sentence_pairs.pack_ragged`: [CLS] text [SEP], or [CLS] a [SEP] b
 [SEP] for a pair whose second text has a token.
 """
@@ -49,22 +49,6 @@ def texts_cut(tokenizer: FullTokenizer, texts_a: tf.Tensor, texts_b: tf.Tensor |
         return None
     return (f"{int(cut.sum())} of {len(cut)} {what} are longer than "
             f"sequence_length={sequence_length} tokens and were cut to it")
-
-
-def words_cut(tokenizer: FullTokenizer, words: tf.RaggedTensor,
-              sequence_length: int) -> str | None:
-    """Says how many words (in how many sentences) fall past the tagger's window."""
-    # A word without sub-tokens still takes a position, as [UNK] (the preprocessor's rule).
-    pieces = np.maximum(piece_counts(tokenizer, words.flat_values), 1)
-    rows = words.value_rowids().numpy()
-    before = np.cumsum(pieces) - pieces  # sub-tokens before each word, over all sentences
-    first_word = words.row_splits.numpy()[rows]  # the first word of each word's sentence
-    cut = before - before[first_word] >= sequence_length - 2
-    if not cut.any():
-        return None
-    return (f"{int(cut.sum())} words in {len(np.unique(rows[cut]))} of {int(words.nrows())} "
-            f"sentences fall past sequence_length={sequence_length} tokens: the model does "
-            "not see them (fit does not train on their tags; predict_labels tags them None)")
 
 
 def contexts_cut(tokenizer: FullTokenizer, questions: tf.Tensor, context_words: tf.RaggedTensor,

@@ -6,26 +6,30 @@ given), each tokenized on its own ([UNK] for a word without pieces),
 `[CLS] pieces [SEP]` packed by `pack_ragged`, and
 each word tagged at its first piece, as in the paper. The tags come back as
 the label names the model was trained with. A sentence longer than one
-window is read up to the window (the runner slides windows over it): its
-words beyond get the tag "" so that nothing unread passes for "O". Load
-with `import tensorflow_text` first.
+window is read through windows `window_stride` pieces apart, as the runner
+reads it, each word tagged in the window where it has the most context
+(`modeling.text_windows`), so every word gets a tag. Load with
+`import tensorflow_text` first.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from core.record_schema import ENCODER_INPUTS
+from modeling.text_windows import WORD_POSITIONS, stride_for, word_logits, word_windows
 from tasks.serving import TEXTS, RawTextServing, export
-from text.sentence_pairs import pack_ragged
 from text.whitespace_words import split_words
 
 
 class TaggerServing(RawTextServing):
     """`tag_sentence(sentence)` or `tag_words(words)` -> `words` and `tags` [N, words]."""
 
-    def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str]):
+    def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str],
+                 window_stride: int | None = None):
         if not labels:
             raise ValueError("a tagger's export needs its label names")
+        self.window_stride = stride_for(window_stride, max_seq_length)
         super().__init__(model, tokenizer, max_seq_length, labels, name="tagger_serving")
 
     @tf.function(input_signature=[TEXTS])
@@ -39,26 +43,31 @@ class TaggerServing(RawTextServing):
         return self._tag(tf.RaggedTensor.from_tensor(words, padding=""))
 
     def _tag(self, words: tf.RaggedTensor) -> dict[str, tf.Tensor]:
-        pieces = self.word_pieces(words)
-        logits = self._model(pack_ragged(pieces.merge_dims(1, 2), None, *self._packing),
-                             training=False)
-        lengths = tf.cast(pieces.values.row_lengths(), tf.int32)
-        pieces_before = tf.concat([[0], tf.cumsum(lengths)], axis=0)  # over the whole batch
-        row_start = tf.repeat(tf.gather(pieces_before, pieces.row_splits[:-1]),
-                              pieces.row_lengths())
-        # Each word's first piece: after [CLS] and the pieces of its row's words before it.
-        first_piece = tf.RaggedTensor.from_row_splits(
-            1 + pieces_before[:-1] - row_start, words.row_splits).to_tensor(self.max_seq_length)
-        read = first_piece < self.max_seq_length - 1  # before the closing [SEP]
-        tag_ids = tf.argmax(tf.gather(logits, tf.minimum(first_piece, self.max_seq_length - 1),
-                                      batch_dims=1), axis=-1)
-        tags = tf.where(read, tf.gather(self.labels, tag_ids), "")
-        return {"words": words.to_tensor(""), "tags": tags}
+        windows, _ = word_windows(self.word_pieces(words), self.max_seq_length,
+                                  self.window_stride, self.tokenizer.cls_id,
+                                  self.tokenizer.sep_id)
+        logits = self._model({key: windows[key] for key in ENCODER_INPUTS}, training=False)
+        tag_ids = tf.argmax(word_logits(logits, windows[WORD_POSITIONS]), axis=-1)
+        tags = words.with_flat_values(tf.gather(self.labels, tag_ids))
+        return {"words": words.to_tensor(""), "tags": tags.to_tensor("")}
 
 
-def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path: str) -> str:
+def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path: str,
+                  window_stride: int | None = None) -> str:
     """Writes the SavedModel to `path` (replacing it): `serving_default` takes a sentence,
-    `tag_words` words; `labels.txt` inside lists the tags."""
-    module = TaggerServing(model, tokenizer, max_seq_length, labels)
+    `tag_words` words; `labels.txt` inside lists the tags.
+
+    Args:
+      model: the fine-tuned tagger.
+      tokenizer: its `FullTokenizer`.
+      max_seq_length: the pieces of a window, [CLS] and [SEP] included.
+      labels: the tag names, in the order of the model's outputs.
+      path: the SavedModel's folder.
+      window_stride: pieces between the windows over a long sentence (default:
+        the model's own `window_stride`, else half a window, as the runner).
+    """
+    if window_stride is None:
+        window_stride = getattr(model, "window_stride", None)
+    module = TaggerServing(model, tokenizer, max_seq_length, labels, window_stride)
     return export(module, path, {"serving_default": module.tag_sentence,
                                  "tag_words": module.tag_words})

@@ -169,7 +169,7 @@ class Tagging(TaskHooks):
 
     def export(self, model: keras.Model, path: str) -> str | None:
         return export_tagger(model, self.resolved.tokenizer, self.training.max_seq_length,
-                             self.data.labels, path)
+                             self.data.labels, path, self.task.window_stride)
 
     def write_predictions(self, model: keras.Model, dev: DevScores | None
                           ) -> tuple[dict[str, float], list[str]]:

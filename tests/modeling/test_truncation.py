@@ -60,18 +60,15 @@ class TruncationTest(TestCase):
         with self.assertNoLogs("absl", "WARNING"):
             self.classifier.predict(["a fine film", "great acting"], verbose=0)
 
-    @pytest.mark.slow
-    def test_tagger_counts_the_words_past_the_window(self):
-        # Three sub-tokens fit: "paris" and "!" (after un ##believ ##able) fall past.
-        expected = ("2 words in 2 of 3 sentences fall past sequence_length=5 tokens: the model "
-                    "does not see them (fit does not train on their tags; predict_labels tags "
-                    "them None)")
-        self.assertEqual(self._warnings(lambda: self.tagger.predict_labels(SENTENCES)),
-                         [f"predict: {expected}"])
-        self.tagger.compile()
-        tags = [[1, 0, 0, 1], [0, 1, 0], [0, 0]]
-        self.assertEqual(self._warnings(lambda: self.tagger.fit(SENTENCES, tags, verbose=0)),
-                         [f"fit: {expected}"])
+    def test_windows_cut_nothing_so_log_nothing(self):
+        # Sentences and texts longer than three sub-tokens are read through windows.
+        windowed = BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=5,
+                                                  long_texts="windows")
+        with self.assertNoLogs("absl", "WARNING"):
+            windowed.predict(TEXTS, verbose=0)
+            tags = self.tagger.predict_labels(SENTENCES)
+        self.assertEqual([len(row) for row in tags], [4, 3, 2])
+        self.assertNotIn(None, [tag for row in tags for tag in row])
 
     def test_span_model_counts_the_contexts_cut(self):
         model = BertSpanModel.from_pretrained(self.folder, sequence_length=9)

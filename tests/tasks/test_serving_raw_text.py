@@ -2,8 +2,9 @@
 
 Each exported model is reloaded from disk and compared with what
 `run_squad.py` / `run_ner.py` compute for the same model and text
-(features, prediction, answer search, first-piece tags), on inputs that fit
-one window, where the two must agree exactly.
+(features, prediction, answer search, first-piece tags), where the two
+must agree exactly: span QA on inputs that fit one window, tagging also on
+sentences the runner reads through several.
 """
 
 import dataclasses
@@ -93,39 +94,43 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
         else:  # the spans read punctuation that sits inside whitespace-separated words
             self.assertIn("away, and the", answers)
 
-    def test_tags_are_the_runners_tags_with_label_names(self):
+    @parameterized.named_parameters(("one_window", LENGTH, None), ("windows", 6, None),
+                                    ("stride_1", 5, 1))
+    def test_tags_are_the_runners_tags_with_label_names(self, length, stride):
         keras.utils.set_random_seed(5)
         model = BertTokenTagger(self.config, len(LABELS))
-        path = export_tagger(model, self.tokenizer, LENGTH, LABELS, str(self.root / "tagger"))
+        path = export_tagger(model, self.tokenizer, length, LABELS,
+                             str(self.root / f"tagger_{length}"), window_stride=stride)
         self.assertEqual(load_labels(path), LABELS)
         loaded = tf.saved_model.load(path)
         served = loaded.signatures["serving_default"](
-            sentence=tf.constant([" ".join(words) for words in SENTENCES]))
+            sentence=tf.constant([" ".join(words) for words in SENTENCES] + [""]))
         conll = self.root / "sentences.txt"
         conll.write_text("\n\n".join("\n".join(f"{word} O" for word in words)
                                      for words in SENTENCES) + "\n")
         sentences = read_conll(conll)
-        windows = build_windows(sentences, self.tokenizer, LENGTH, {"O": 0})
+        windows = build_windows(sentences, self.tokenizer, length, {"O": 0}, stride=stride)
+        if length < LENGTH:  # the runner reads these sentences through several windows
+            self.assertGreater(len(windows), 2 * len(SENTENCES))
         logits = finetuning.predict(model, windows_to_arrays(windows), 8)
         expected = predictions_to_tags(windows, logits, sentences, LABELS)
         tags = served["tags"].numpy().tolist()
         for row, words in enumerate(SENTENCES):
             self.assertEqual([tag.decode() for tag in tags[row][:len(words)]], expected[row])
             self.assertAllEqual(served["words"][row][:len(words)], words)
+            self.assertEqual(tags[row][len(words):], [b""] * (8 - len(words)))  # padding
+        self.assertEqual(tags[-1], [b""] * 8)  # the empty sentence has no word
         by_words = loaded.signatures["tag_words"](words=tf.constant(
             [words + [""] * (8 - len(words)) for words in SENTENCES]))
-        self.assertAllEqual(by_words["tags"], served["tags"])
+        self.assertAllEqual(by_words["tags"], served["tags"][:-1])
 
-    def test_words_beyond_the_window_get_no_tag(self):
+    def test_a_stride_wider_than_the_window_is_refused(self):
         model = BertTokenTagger(self.config, len(LABELS))
-        path = export_tagger(model, self.tokenizer, 6, LABELS, str(self.root / "short"))
-        served = tf.saved_model.load(path).signatures["serving_default"](
-            sentence=tf.constant(["the cats sat on the mat", ""]))
-        tags = served["tags"].numpy().tolist()
-        # [CLS] the cat ##s sat [SEP]: three words read, three not.
-        self.assertAllInSet([tag.decode() for tag in tags[0][:3]], LABELS)
-        self.assertEqual(tags[0][3:], [b"", b"", b""])
-        self.assertEqual(tags[1], [b""] * 6)
+        with self.assertRaisesRegex(ValueError, "window_stride=5 is wider than a window of "
+                                                "sequence_length=6"):
+            export_tagger(model, self.tokenizer, 6, LABELS, str(self.root / "wide"),
+                          window_stride=5)
+        self.assertFalse((self.root / "wide").exists())
 
     def test_span_question_and_context_of_different_lengths_are_one_error(self):
         model = BertSpanModel(self.config)
