@@ -49,15 +49,17 @@ class PredictScoresTest(TinyFolderTestCase):
         empty_labels, empty_scores = self.classifier.predict_labels([], return_scores=True)
         self.assertEqual((empty_labels, empty_scores.shape), ([], (0, 3)))
 
-    def test_tagger_scores_each_word_and_none_past_the_window(self):
+    def test_tagger_scores_every_word_even_past_one_window(self):
         tags, scores = self.tagger.predict_labels(SENTENCES, return_scores=True)
         self.assertEqual(tags, self.tagger.predict_labels(SENTENCES))
-        self.assertEqual([None if s is None else s.shape for s in scores[0]],
-                         [(2,), (2,), (2,), None])  # 5 positions: [CLS], 3 words, [SEP]
-        self.assertIsNone(tags[0][3])
-        for tag, score in zip(tags[1], scores[1]):
-            self.assertAllClose(score.sum(), 1.0)
-            self.assertEqual(tag, ["O", "X"][int(score.argmax())])
+        # 5 positions hold [CLS], 3 pieces, [SEP]: the fourth word is read in a second window.
+        self.assertEqual([s.shape for s in scores[0]], [(2,)] * len(SENTENCES[0]))
+        logits = self.tagger.predict(SENTENCES, verbose=0)
+        for row, (sentence_tags, sentence_scores) in enumerate(zip(tags, scores)):
+            self.assertLen(sentence_tags, len(SENTENCES[row]))
+            for word, (tag, score) in enumerate(zip(sentence_tags, sentence_scores)):
+                self.assertAllClose(score, special.softmax(logits[row, word]))
+                self.assertEqual(tag, ["O", "X"][int(score.argmax())])
 
     def test_bad_arguments_are_refused_before_predicting(self):
         regression = BertClassifier.from_pretrained(self.folder, num_labels=1, sequence_length=8)
