@@ -41,6 +41,7 @@ from text import normalization
 
 N_BEST_SIZE = 20  # the original's --n_best_size: starts and ends paired per window
 MAX_ANSWER_LENGTH = 30  # the original's --max_answer_length, in WordPieces
+MAX_QUERY_LENGTH = 64  # the original's --max_query_length: question WordPieces kept
 _BATCH = 4096  # texts re-tokenized per graph call
 
 

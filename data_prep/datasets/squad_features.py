@@ -36,7 +36,7 @@ import numpy as np
 from core.record_schema import ENCODER_INPUTS
 from data_prep.datasets.squad import SquadExample
 from text.sentence_pairs import pack_ids
-from text.sliding_windows import max_context_owners, windows
+from text.sliding_windows import question_windows
 from text.tokenization import FullTokenizer
 
 FIRST_UNIQUE_ID = 1000000000
@@ -148,8 +148,7 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
                                       answers[example.orig_answer_text])
     doc_pieces, piece_to_word = document.pieces, document.piece_to_word
     query_ids = tokenizer.convert_tokens_to_ids(query)
-    spans = windows(len(doc_pieces), max_seq_length - len(query) - 3, doc_stride)
-    owners = max_context_owners(spans, len(doc_pieces)).tolist()
+    spans, owned = question_windows(len(query), len(doc_pieces), max_seq_length, doc_stride)
     # Each window fits beside the question, so packing truncates nothing.
     packed = pack_ids([query_ids] * len(spans),
                       [document.ids[start:start + length] for start, length in spans],
@@ -161,7 +160,7 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
                   "[SEP]"]
         positions = range(span_start, span_start + span_length)
         to_orig = {offset + i: piece_to_word[p] for i, p in enumerate(positions)}
-        is_max = {offset + i: owners[p] == span_index for i, p in enumerate(positions)}
+        is_max = {offset + i: bool(mine) for i, mine in enumerate(owned[span_index])}
         feature = InputFeatures(
             unique_id=first_id + span_index, example_index=example_index,
             doc_span_index=span_index, tokens=tokens, token_to_orig_map=to_orig,
