@@ -25,15 +25,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import check_integer
+from core.arguments import check_integer, is_integer
 from modeling import truncation
 from modeling.labelled_text import ragged_words
+from modeling.labels import as_list
 from modeling.text_tasks import TextTaskMixin
 from modeling.text_arguments import optional_count
 from text.answer_spans import (MAX_ANSWER_LENGTH, MAX_QUERY_LENGTH, N_BEST_SIZE, BasicWords, Span,
                                candidate_spans, final_text, pieces_text)
+from text.answer_targets import answer_pieces, answer_words, improve_answer_span, window_target
 from text.sentence_pairs import pack_ids
-from text.sliding_windows import question_windows
+from text.sliding_windows import DOC_STRIDE, question_windows
 from text.whitespace_words import whitespace_words
 
 
@@ -41,18 +43,38 @@ class SpanTextMixin(TextTaskMixin):
     """`predict((questions, contexts))` gives the logits; `predict_answers` the texts."""
 
     def _text_columns(self, x, y, argument: str) -> tuple:
-        if y is not None:
-            raise ValueError("span models fit on packed features with start_positions and "
-                             "end_positions (run_squad.py builds them); raw text is for "
-                             "prediction")
         questions, contexts = _questions_and_contexts(x)
-        return (tf.constant(questions, tf.string), _context_words(contexts)), None
+        if y is None:
+            return (tf.constant(questions, tf.string), _context_words(contexts)), None
+        answers = _answers(y, contexts, argument)
+        plan = self._windows(questions, contexts, self._query_limit(None), DOC_STRIDE)
+        inverse = self.preprocessor.tokenizer.inv_vocab
+        answer_ids = self.preprocessor.tokenizer.tokenize_batch(
+            tf.constant([text for text, _ in answers], tf.string))[0].to_list()
+        targets = []
+        for row, ((first_word, last_word), answer) in enumerate(zip(
+                [words for _, words in answers], answer_ids)):
+            pieces = [inverse[piece] for piece in plan.piece_ids[row]]
+            first_pieces = np.searchsorted(plan.piece_words[row], np.arange(len(plan.words[row])))
+            start, end = answer_pieces(first_pieces.tolist(), len(pieces), first_word, last_word)
+            targets.append(improve_answer_span(pieces, start, end,
+                                               [inverse[piece] for piece in answer]))
+        positions = np.asarray([window_target(targets[row], start, length, offset)
+                                for (row, start, length, _), offset
+                                in zip(plan.windows, plan.offsets)], np.int32).reshape(-1, 2)
+        inputs = {key: tf.constant(value, tf.int32) for key, value in plan.packed.items()}
+        return inputs, {"start_logits": tf.constant(positions[:, 0]),
+                        "end_logits": tf.constant(positions[:, 1])}
 
     def _preprocess_batch(self, x, y=None, sample_weight=None):
+        if isinstance(x, dict):  # training windows, packed when the answers were placed
+            return tuple(part for part in (x, y, sample_weight) if part is not None)
         questions, context_words = x
         return self.preprocessor.pack_question_words(questions, context_words)[0]
 
     def _truncation(self, inputs) -> str | None:
+        if isinstance(inputs, dict):  # training windows cover each context whole
+            return None
         questions, context_words = inputs
         return truncation.contexts_cut(self.preprocessor.tokenizer, questions, context_words,
                                        self.preprocessor.sequence_length)
@@ -61,17 +83,13 @@ class SpanTextMixin(TextTaskMixin):
         empty = np.zeros((0, input_shape[-1]), np.float32)
         return {"start_logits": empty, "end_logits": empty.copy()}
 
-    def default_loss(self) -> keras.losses.Loss:
-        raise ValueError(
-            f"{type(self).__name__} has no default loss: its raw-text fit would need answer "
-            "positions in sub-tokens, which the SQuAD task builds (tasks.squad, as "
-            "run_squad.py trains). To fit packed features yourself, compile with a loss per "
-            "output, e.g. loss={'start_logits': keras.losses.SparseCategoricalCrossentropy("
-            "from_logits=True), 'end_logits': the same}, and give y={'start_logits': "
-            "start_positions, 'end_logits': end_positions}")
+    def default_loss(self) -> dict[str, keras.losses.Loss]:
+        # Half of each cross-entropy: Keras adds the outputs' losses, giving their mean.
+        return {"start_logits": HalfCrossEntropy(name="start_loss"),
+                "end_logits": HalfCrossEntropy(name="end_loss")}
 
     def predict_answers(self, questions: Sequence[str], contexts: Sequence[str],
-                        doc_stride: int = 128, max_query_length: int | None = None,
+                        doc_stride: int = DOC_STRIDE, max_query_length: int | None = None,
                         max_answer_length: int = MAX_ANSWER_LENGTH,
                         batch_size: int | None = None,
                         n_best_size: int = N_BEST_SIZE) -> list[str]:
@@ -183,6 +201,49 @@ class _Windows:
     windows: list[tuple[int, int, int, np.ndarray]]
     offsets: list[int]
     packed: dict
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class HalfCrossEntropy(keras.losses.Loss):
+    """Half the sparse cross-entropy of logits: the start and end outputs' halves add up
+    to the original run_squad.py's span loss, their mean (`span_loss`)."""
+
+    def call(self, y_true, y_pred):
+        return 0.5 * keras.losses.sparse_categorical_crossentropy(y_true, y_pred,
+                                                                  from_logits=True)
+
+
+def _answers(y, contexts: list[str], argument: str) -> list[tuple[str, tuple[int, int]]]:
+    """Each answer's text and words, checked in Python: a dict with "text" and "answer_start"
+    (SQuAD's JSON) or a (text, answer_start) pair per context."""
+    answers = as_list(y, argument)
+    if len(answers) != len(contexts):
+        raise ValueError(f"{argument} holds {len(answers)} answers for {len(contexts)} "
+                         "contexts: give one answer per question")
+    checked = []
+    for index, (answer, context) in enumerate(zip(answers, contexts)):
+        if isinstance(answer, dict) and {"text", "answer_start"} <= answer.keys():
+            text, start = answer["text"], answer["answer_start"]
+        elif isinstance(answer, (tuple, list)) and len(answer) == 2:
+            text, start = answer
+        else:
+            raise ValueError(f"{argument}[{index}] is {answer!r}: give each answer as "
+                             "{'text': ..., 'answer_start': ...} or (text, answer_start)")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{argument}[{index}]: the answer text is {text!r}; give the "
+                             "non-blank text of the answer")
+        if not is_integer(start) or not 0 <= start <= len(context) - len(text):
+            raise ValueError(f"{argument}[{index}]: answer_start={start!r} is outside "
+                             f"context {index} ({len(context)} characters) for an answer of "
+                             f"{len(text)}: give the offset of its first character, from 0")
+        words, char_to_word = whitespace_words(context)
+        found = answer_words(words, char_to_word, text, int(start))
+        if found is None:
+            raise ValueError(f"{argument}[{index}]: the answer {text!r} is not at "
+                             f"answer_start={start} in context {index}, which reads "
+                             f"{context[start:start + len(text)]!r} there")
+        checked.append((text, found))
+    return checked
 
 
 def _questions_and_contexts(x) -> tuple[list[str], list[str]]:

@@ -40,7 +40,8 @@ class SpanServing(RawTextServing):
     def __init__(self, model, tokenizer, max_seq_length: int, max_query_length: int,
                  max_answer_length: int, version_2_with_negative: bool = False,
                  null_score_diff_threshold: float = 0.0,
-                 n_best_size: int = answer_spans.N_BEST_SIZE, doc_stride: int = 128):
+                 n_best_size: int = answer_spans.N_BEST_SIZE,
+                 doc_stride: int = sliding_windows.DOC_STRIDE):
         super().__init__(model, tokenizer, max_seq_length, None, name="span_serving")
         if max_query_length > max_seq_length - 4:
             raise ValueError(f"max_query_length {max_query_length} leaves no room for the "

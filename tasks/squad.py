@@ -26,6 +26,7 @@ from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHook
 from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from text.answer_spans import MAX_ANSWER_LENGTH, MAX_QUERY_LENGTH, N_BEST_SIZE
+from text.sliding_windows import DOC_STRIDE
 from training import finetuning, loop
 
 _LOGGED_WINDOWS = 20
@@ -39,7 +40,7 @@ class SquadTask(FineTuningSettings):
     train_file: str | None = None  # SQuAD JSON for training
     predict_file: str | None = None  # SQuAD JSON to predict (and score with do_eval)
     version_2_with_negative: bool = False  # SQuAD 2.0: questions may have no answer
-    doc_stride: int = 128  # tokens between the starts of a context's windows
+    doc_stride: int = DOC_STRIDE  # tokens between the starts of a context's windows
     max_query_length: int = MAX_QUERY_LENGTH  # question tokens kept
     n_best_size: int = N_BEST_SIZE  # start and end candidates per window
     max_answer_length: int = MAX_ANSWER_LENGTH  # longest answer in WordPiece tokens

@@ -26,6 +26,8 @@ import numpy as np
 if TYPE_CHECKING:
     import tensorflow as tf
 
+DOC_STRIDE = 128  # the original's --doc_stride: context tokens between windows' starts
+
 
 def windows(num_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
     """(start, length) of the windows over `num_tokens` tokens; none for no tokens.

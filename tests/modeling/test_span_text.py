@@ -1,4 +1,4 @@
-"""`BertSpanModel.predict_answers` reads long contexts in the runner's `doc_stride` windows.
+"""`BertSpanModel` reads long contexts in the runner's `doc_stride` windows, and fits raw text.
 
 A tiny model cannot be relied on to find an answer, so the window mechanism
 is tested with logits that peak on the answer's piece wherever the window
@@ -9,12 +9,17 @@ the runner's features for the same `doc_stride`.
 
 from unittest import mock
 
+import json
+
+import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from data_prep.datasets.squad import SquadExample
+from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from modeling import BertSpanModel, load_tokenizer
+from modeling.task_models import span_loss
 from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.whitespace_words import whitespace_words
@@ -118,6 +123,90 @@ class PredictAnswersWindowsTest(TestCase):
             with mock.patch.object(tf, "constant", side_effect=AssertionError("TF ran")), \
                     self.assertRaisesRegex(ValueError, message):
                 self.model.predict_answers([QUESTION], [LONG_CONTEXT], **kwargs)
+
+
+QUESTIONS = ["where does john live?", "who sat on the mat?", "what was dull?"]
+CONTEXTS = [FILLER + "John lives in Paris.", "The cat sat on the mat.",
+            "the film was dull, the plot was boring."]
+# SQuAD's JSON answer, or a (text, answer_start) pair.
+ANSWERS = [{"text": "Paris", "answer_start": CONTEXTS[0].index("Paris")}, ("cat", 4),
+           {"text": "the film", "answer_start": 0}]
+
+
+class FitAnswersTest(TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = cls.class_folder()
+        cls.folder = tiny_folder(cls.root)
+        cls.tokenizer = load_tokenizer(cls.folder)
+
+    def setUp(self):
+        super().setUp()
+        keras.utils.set_random_seed(1)
+        self.model = BertSpanModel.from_pretrained(self.folder, sequence_length=LENGTH)
+
+    def test_training_windows_and_targets_are_the_runners(self):
+        inputs, targets = self.model._text_columns((QUESTIONS, CONTEXTS), ANSWERS, "y")
+        squad = self.root / "train.json"
+        squad.write_text(json.dumps({"data": [{"paragraphs": [
+            {"context": context, "qas": [{"id": str(index), "question": question, "answers": [
+                answer if isinstance(answer, dict) else
+                {"text": answer[0], "answer_start": answer[1]}]}]}
+            for index, (question, context, answer) in enumerate(zip(QUESTIONS, CONTEXTS,
+                                                                     ANSWERS))]}]}))
+        examples, _ = read_squad_examples(str(squad), True, False)
+        expected = features_to_arrays(convert_examples_to_features(
+            examples, self.tokenizer, LENGTH, 128, LENGTH - 4, True))
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            self.assertAllEqual(inputs[key], expected[key], msg=key)
+        self.assertAllEqual(targets["start_logits"], expected["start_positions"])
+        self.assertAllEqual(targets["end_logits"], expected["end_positions"])
+        # Windows without the answer point at [CLS]; the one holding "Paris" at its piece.
+        starts = targets["start_logits"].numpy()
+        self.assertIn(0, starts[:-2])
+        window = int(np.flatnonzero(starts[:-2])[-1])
+        self.assertEqual(inputs["input_ids"][window][starts[window]],
+                         self.tokenizer.vocab["paris"])
+
+    def test_compile_gives_the_runners_span_loss(self):
+        self.model.compile()
+        inputs, targets = self.model._text_columns((QUESTIONS, CONTEXTS), ANSWERS, "y")
+        loss = self.model.evaluate((QUESTIONS, CONTEXTS), ANSWERS, verbose=0, return_dict=True)
+        outputs = self.model(inputs, training=False)
+        expected = span_loss({"start_positions": targets["start_logits"],
+                              "end_positions": targets["end_logits"]}, outputs)["loss"]
+        self.assertAllClose(loss["loss"], expected, rtol=1e-5)
+
+    @pytest.mark.slow
+    def test_fit_lowers_the_loss_and_then_finds_the_answers(self):
+        self.model.compile(learning_rate=1e-3)
+        history = self.model.fit((QUESTIONS, CONTEXTS), ANSWERS, epochs=40, batch_size=4,
+                                 verbose=0)
+        losses = history.history["loss"]
+        self.assertLess(losses[-1], losses[0] / 5)
+        self.assertEqual(self.model.predict_answers(QUESTIONS, CONTEXTS),
+                         ["Paris", "cat", "the film"])
+
+    def test_bad_answers_are_refused_before_tensorflow_runs(self):
+        self.model.compile()
+        cases = [
+            ([ANSWERS[0], ("cat", 40), ANSWERS[2]],
+             r"y\[1\]: answer_start=40 is outside context 1 \(23 characters\) for an answer "
+             "of 3: give the offset of its first character, from 0"),
+            ([ANSWERS[0], ("cat", -1), ANSWERS[2]], r"y\[1\]: answer_start=-1 is outside"),
+            ([ANSWERS[0], ANSWERS[1], {"text": "the plot", "answer_start": 0}],
+             r"y\[2\]: the answer 'the plot' is not at answer_start=0 in context 2, which "
+             "reads 'the film' there"),
+            ([ANSWERS[0], ANSWERS[1], ("", 0)], r"y\[2\]: the answer text is ''"),
+            ([ANSWERS[0], "cat", ANSWERS[2]], r"y\[1\] is 'cat': give each answer as"),
+            (ANSWERS[:2], "y holds 2 answers for 3 contexts"),
+        ]
+        for answers, message in cases:
+            with mock.patch.object(tf, "constant", side_effect=AssertionError("TF ran")), \
+                    self.assertRaisesRegex(ValueError, message):
+                self.model.fit((QUESTIONS, CONTEXTS), answers, verbose=0)
 
 
 if __name__ == "__main__":
