@@ -14,6 +14,13 @@ span's words joined by single spaces, cut to the pieces where the
 alignment allows). SQuAD 2.0's null answer stays in `run_squad.py`.
 `predict((questions, contexts))` gives the logits of one window per
 example (what does not fit is counted and logged).
+
+`fit((questions, contexts), answers)` trains as the runner trains: each
+answer, SQuAD's `{"text", "answer_start"}` (or a `(text, answer_start)`
+pair), is placed on its words and pieces (`text.answer_targets`), every
+window of its context (128 pieces apart) is a training row, and a window
+without the whole answer points at [CLS]. The loss is the runner's, the
+mean of the start and end cross-entropies.
 """
 
 from __future__ import annotations
@@ -51,9 +58,8 @@ class SpanTextMixin(TextTaskMixin):
         inverse = self.preprocessor.tokenizer.inv_vocab
         answer_ids = self.preprocessor.tokenizer.tokenize_batch(
             tf.constant([text for text, _ in answers], tf.string))[0].to_list()
-        targets = []
-        for row, ((first_word, last_word), answer) in enumerate(zip(
-                [words for _, words in answers], answer_ids)):
+        targets = []  # each answer's first and last context pieces
+        for row, ((_, (first_word, last_word)), answer) in enumerate(zip(answers, answer_ids)):
             pieces = [inverse[piece] for piece in plan.piece_ids[row]]
             first_pieces = np.searchsorted(plan.piece_words[row], np.arange(len(plan.words[row])))
             start, end = answer_pieces(first_pieces.tolist(), len(pieces), first_word, last_word)
