@@ -64,4 +64,4 @@ def contexts_cut(tokenizer: FullTokenizer, questions: tf.Tensor, context_words: 
         return None
     return (f"{int(cut.sum())} of {len(cut)} questions with their contexts are longer than "
             f"sequence_length={sequence_length} tokens: the contexts' ends were cut, and "
-            "answers come from the part that fits")
+            "predict_answers reads them whole, in doc_stride windows")

@@ -1,31 +1,34 @@
 """A SavedModel for a fine-tuned SQuAD model: question and context strings in, answer out.
 
-The signature does in the graph what `run_squad.py` does in Python for one
-window: the question's pieces cut to `max_query_length`, the context split
-into the SQuAD reader's words (`text.whitespace_words`) and each word
-tokenized on its own (a word with no piece, such as a lone U+3000, takes
-no position, as in the runner), `[CLS] question [SEP] context [SEP]`
-packed by `pack_ragged`, then the span search and the answer's text of
-`text.answer_spans` (the graph twins of the runner's): the best of the
-`n_best_size` best starts and ends paired, at most `max_answer_length`
-pieces, and its text by the original's `get_final_text`, cut from the
-span's words joined by single spaces. `start` and `end` are the answer's
-first character and the one after its last in the context. The difference
-from the runner, for a graph without Python: the context is read in one
-window (what does not fit after the question is not read), where the
-runner slides windows `doc_stride` apart.
+The signature does in the graph what `run_squad.py` does in Python: the
+question's pieces cut to `max_query_length`, the context split into the
+SQuAD reader's words (`text.whitespace_words`) and each word tokenized on
+its own (a word with no piece, such as a lone U+3000, takes no position,
+as in the runner), the context read in windows `doc_stride` pieces apart
+beside the question (`text.sliding_windows.graph_question_windows`, the
+runner's plan), each `[CLS] question [SEP] window [SEP]` packed by
+`pack_ragged`, then the span search and the answer's text of
+`text.answer_spans` (the graph twins of the runner's): in each window the
+best of the `n_best_size` best starts and ends paired, a start only where
+the window holds its token with the most context, at most
+`max_answer_length` pieces; the best score over the windows (the first
+window on a tie), and its text by the original's `get_final_text`, cut
+from the span's words joined by single spaces. `start` and `end` are the
+answer's first character and the one after its last in the context.
 
-For SQuAD 2.0 the answer is "" when the null score ([CLS]'s) beats the best
-span by more than `null_score_diff_threshold`, as in the runner. Load with
-`import tensorflow_text` first.
+For SQuAD 2.0 the answer is "" when the null score ([CLS]'s, the lowest of
+the windows') beats the best span by more than `null_score_diff_threshold`,
+as in the runner. Load with `import tensorflow_text` first.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
+from core.arguments import check_integer
 from tasks.serving import TEXTS, RawTextServing, export
-from text import answer_spans
+from text import answer_spans, sliding_windows
 from text.graph_checks import same_rows
 from text.sentence_pairs import pack_ragged
 from text.whitespace_words import split_words
@@ -37,12 +40,15 @@ class SpanServing(RawTextServing):
     def __init__(self, model, tokenizer, max_seq_length: int, max_query_length: int,
                  max_answer_length: int, version_2_with_negative: bool = False,
                  null_score_diff_threshold: float = 0.0,
-                 n_best_size: int = answer_spans.N_BEST_SIZE):
+                 n_best_size: int = answer_spans.N_BEST_SIZE,
+                 doc_stride: int = sliding_windows.DOC_STRIDE):
         super().__init__(model, tokenizer, max_seq_length, None, name="span_serving")
-        if max_query_length > max_seq_length - 3:
+        if max_query_length > max_seq_length - 4:
             raise ValueError(f"max_query_length {max_query_length} leaves no room for the "
-                             f"context in {max_seq_length} positions")
+                             f"context in {max_seq_length} positions ([CLS] question [SEP] "
+                             f"context [SEP]): at most {max_seq_length - 4}")
         self.max_query_length = max_query_length
+        self.doc_stride = check_integer("doc_stride", doc_stride)
         self.max_answer_length = max_answer_length
         self.n_best_size = n_best_size
         self.version_2_with_negative = version_2_with_negative
@@ -60,25 +66,49 @@ class SpanServing(RawTextServing):
         # Each context piece with its word's index in words.flat_values.
         context_ids = tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
         piece_words = context_ids.with_flat_values(ids.value_rowids())
-        room = self.max_seq_length - 3 - question_ids.row_lengths()
-        kept = tf.ragged.range(context_ids.row_lengths()) < room[:, None]
-        context_ids = tf.ragged.boolean_mask(context_ids, kept)
-        piece_words = tf.ragged.boolean_mask(piece_words, kept)
-        logits = self._model(pack_ragged(question_ids, context_ids, *self._packing,
+        # The runner's windows: each row's context `doc_stride` pieces apart beside its question.
+        row, window_start, window_length, owned = sliding_windows.graph_question_windows(
+            question_ids.row_lengths(), context_ids.row_lengths(), self.max_seq_length,
+            self.doc_stride)
+        first_piece = tf.gather(context_ids.row_starts(), row) + window_start
+        window_ids = tf.gather(context_ids.flat_values,
+                               tf.ragged.range(first_piece, first_piece + window_length))
+        window_question = tf.gather(question_ids, row)
+        logits = self._model(pack_ragged(window_question, window_ids, *self._packing,
                                          names=("question", "context")), training=False)
 
-        first = tf.cast(question_ids.row_lengths(), tf.int32)[:, None] + 2  # context's start
+        # Window positions: the context starts after [CLS] question [SEP].
+        first = tf.cast(window_question.row_lengths(), tf.int32)[:, None] + 2
         position = tf.range(self.max_seq_length)[None, :]
-        in_context = (position >= first) & (
-            position < first + tf.cast(context_ids.row_lengths(), tf.int32)[:, None])
+        offset = position - first
+        ends = (offset >= 0) & (offset < tf.cast(window_length, tf.int32)[:, None])
+        starts = ends & tf.gather(owned.to_tensor(False, shape=[None, self.max_seq_length]),
+                                  tf.maximum(offset, 0), batch_dims=1)
         start_logits = tf.cast(logits["start_logits"], tf.float32)
         end_logits = tf.cast(logits["end_logits"], tf.float32)
-        start, end, best_score, has_span = answer_spans.best_spans(
-            start_logits, end_logits, in_context, self.n_best_size, self.max_answer_length)
+        start, end, score, has_span = answer_spans.best_spans(
+            start_logits, end_logits, starts, ends, self.n_best_size, self.max_answer_length)
+        # Each row's answer is its windows' best span: the first window of the best score.
+        rows = tf.shape(question, out_type=tf.int64)[0]
+        score = tf.where(has_span, score, tf.constant(-np.inf, tf.float64))
+        best_score = tf.math.unsorted_segment_max(score, row, rows)
+        window = tf.range(tf.size(row, out_type=tf.int64))
+        first_window = tf.math.unsorted_segment_min(window, row, rows)
+        chosen = tf.math.unsorted_segment_min(
+            tf.where(has_span & (score >= tf.gather(best_score, row)), window, tf.int64.max),
+            row, rows)
+        has_span = chosen < tf.int64.max
+        chosen = tf.where(has_span, chosen, first_window)
         if self.version_2_with_negative:
-            null_score = (tf.cast(start_logits[:, 0], tf.float64)
-                          + tf.cast(end_logits[:, 0], tf.float64))
+            # The null score of the window most sure there is an answer, as the runner.
+            null_score = tf.math.unsorted_segment_min(
+                tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64),
+                row, rows)
             has_span &= null_score - best_score <= self.null_score_diff_threshold
+        first = tf.gather(first, chosen)
+        start = tf.gather(start, chosen) + tf.cast(tf.gather(window_start, chosen), tf.int32)
+        end = tf.gather(end, chosen) + tf.cast(tf.gather(window_start, chosen), tf.int32)
+        best_score = tf.gather(score, chosen)
         start = tf.maximum(start - first[:, 0], 0)  # in the context's pieces
         end = tf.maximum(end - first[:, 0], start)
         # The span's pieces; a row without one reads the padding "" instead.
@@ -131,9 +161,10 @@ def export_span_model(model, tokenizer, max_seq_length: int, task, path: str) ->
     """Writes the SavedModel to `path` (replacing it) with `serving_default(question, context)`.
 
     `task` is the `tasks.squad.SquadTask` the model was fine-tuned for: its
-    query and answer lengths, n-best size and SQuAD 2.0 threshold are the served ones.
+    query and answer lengths, `doc_stride`, n-best size and SQuAD 2.0 threshold are the
+    served ones.
     """
     module = SpanServing(model, tokenizer, max_seq_length, task.max_query_length,
                          task.max_answer_length, task.version_2_with_negative,
-                         task.null_score_diff_threshold, task.n_best_size)
+                         task.null_score_diff_threshold, task.n_best_size, task.doc_stride)
     return export(module, path, {"serving_default": module.serve})

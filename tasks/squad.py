@@ -25,6 +25,8 @@ from modeling.task_models import BertSpanModel, span_loss
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
+from text.answer_spans import MAX_ANSWER_LENGTH, MAX_QUERY_LENGTH, N_BEST_SIZE
+from text.sliding_windows import DOC_STRIDE
 from training import finetuning, loop
 
 _LOGGED_WINDOWS = 20
@@ -38,10 +40,10 @@ class SquadTask(FineTuningSettings):
     train_file: str | None = None  # SQuAD JSON for training
     predict_file: str | None = None  # SQuAD JSON to predict (and score with do_eval)
     version_2_with_negative: bool = False  # SQuAD 2.0: questions may have no answer
-    doc_stride: int = 128  # tokens between the starts of a context's windows
-    max_query_length: int = 64  # question tokens kept
-    n_best_size: int = 20  # start and end candidates per window
-    max_answer_length: int = 30  # longest answer in WordPiece tokens
+    doc_stride: int = DOC_STRIDE  # tokens between the starts of a context's windows
+    max_query_length: int = MAX_QUERY_LENGTH  # question tokens kept
+    n_best_size: int = N_BEST_SIZE  # start and end candidates per window
+    max_answer_length: int = MAX_ANSWER_LENGTH  # longest answer in WordPiece tokens
     null_score_diff_threshold: float = 0.0  # v2.0: answer "" above this
     verbose_logging: bool = False  # log the first windows of each file
     bilstm_units: int = 0  # units per direction of a BiLSTM before the span layer (0: none)

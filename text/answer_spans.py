@@ -41,6 +41,7 @@ from text import normalization
 
 N_BEST_SIZE = 20  # the original's --n_best_size: starts and ends paired per window
 MAX_ANSWER_LENGTH = 30  # the original's --max_answer_length, in WordPieces
+MAX_QUERY_LENGTH = 64  # the original's --max_query_length: question WordPieces kept
 _BATCH = 4096  # texts re-tokenized per graph call
 
 
@@ -158,14 +159,16 @@ def final_text(pred_text: str, orig_text: str, tokenized: str) -> str:
     return orig_text[first:last + 1]
 
 
-def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, in_context: tf.Tensor,
-               n_best_size: int, max_answer_length: int
+def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, starts: tf.Tensor,
+               ends: tf.Tensor, n_best_size: int, max_answer_length: int
                ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`candidate_spans`' best, in the graph, for windows read whole (every token its own max).
+    """`candidate_spans`' best, in the graph, for a batch of windows.
 
     Args:
       start_logits, end_logits: [batch, positions].
-      in_context: [batch, positions] bool, the context's tokens.
+      starts: [batch, positions] bool, where an answer may start (the context's
+        tokens the window holds with their maximum context).
+      ends: [batch, positions] bool, where an answer may end (the context's tokens).
       n_best_size, max_answer_length: as for `candidate_spans`.
 
     Returns:
@@ -173,16 +176,16 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, in_context: tf.Te
     """
     positions = tf.shape(start_logits)[1]
 
-    def in_top(logits: tf.Tensor) -> tf.Tensor:
+    def in_top(logits: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
         _, best = tf.math.top_k(logits, tf.minimum(n_best_size, positions))  # ties: lower first
         return tf.reduce_any(tf.one_hot(best, positions, on_value=True, off_value=False,
-                                        dtype=tf.bool), axis=1) & in_context
+                                        dtype=tf.bool), axis=1) & allowed
 
     start_logits = tf.cast(start_logits, tf.float64)
     end_logits = tf.cast(end_logits, tf.float64)
     position = tf.range(positions)
     length = position[None, None, :] - position[None, :, None]  # end - start
-    valid = (in_top(start_logits)[:, :, None] & in_top(end_logits)[:, None, :]
+    valid = (in_top(start_logits, starts)[:, :, None] & in_top(end_logits, ends)[:, None, :]
              & (length >= 0) & (length < max_answer_length))
     scores = tf.where(valid, start_logits[:, :, None] + end_logits[:, None, :],
                       tf.constant(-np.inf, tf.float64))

@@ -25,6 +25,7 @@ import json
 import logging
 from typing import Any
 
+from text.answer_targets import answer_words
 from text.text_files import read_utf8_lines
 from text.whitespace_words import whitespace_words
 
@@ -151,14 +152,11 @@ def _read_question(qa: Any, doc_tokens: list[str], char_to_word: list[int], is_t
                          "needs exactly one")
     answer_text = _field(answers[0], "text", str, path, f"{where}.answers[0]")
     offset = _field(answers[0], "answer_start", int, path, f"{where}.answers[0]")
-    last_char = offset + len(answer_text) - 1
-    expected = " ".join(answer_text.split())
-    if expected and 0 <= offset <= last_char < len(char_to_word):
-        first_word, last_word = max(char_to_word[offset], 0), char_to_word[last_char]
-        if expected in " ".join(doc_tokens[first_word:last_word + 1]):
-            example.orig_answer_text = answer_text
-            example.start_position, example.end_position = first_word, last_word
-            return example
+    found = answer_words(doc_tokens, char_to_word, answer_text, offset)
+    if found is not None:
+        example.orig_answer_text = answer_text
+        example.start_position, example.end_position = found
+        return example
     report.answer_mismatches.append(qas_id)
     _log.warning("%s: question %s: answer %r not found at answer_start %d; skipped",
                  path, qas_id, answer_text, offset)

@@ -7,7 +7,8 @@ scores depend on them:
   WordPiece splits words further: for the answer "1990" in the word
   "(1990)", the word span covers `( 1990 )` while the answer is the single
   token `1990`. The target becomes the tightest sub-token span whose text
-  equals the WordPiece tokenization of the answer (when there is one).
+  equals the WordPiece tokenization of the answer (when there is one;
+  `text.answer_targets`, shared with the span model's `fit`).
 - Sliding windows. A context longer than the room left after the question
   is cut into windows of `max_seq_length - len(question) - 3` tokens, each
   starting `doc_stride` tokens after the previous one, so an answer cut
@@ -35,8 +36,9 @@ import numpy as np
 
 from core.record_schema import ENCODER_INPUTS
 from data_prep.datasets.squad import SquadExample
+from text.answer_targets import answer_pieces, improve_answer_span, window_target
 from text.sentence_pairs import pack_ids
-from text.sliding_windows import max_context_owners, windows
+from text.sliding_windows import question_windows
 from text.tokenization import FullTokenizer
 
 FIRST_UNIQUE_ID = 1000000000
@@ -64,21 +66,6 @@ class InputFeatures:
     start_position: int | None = None
     end_position: int | None = None
     is_impossible: bool = False
-
-
-def improve_answer_span(doc_pieces: Sequence[str], start: int, end: int,
-                        answer_pieces: Sequence[str]) -> tuple[int, int]:
-    """The sub-span of [start, end] whose pieces are exactly the answer's, else (start, end).
-
-    Starts are tried left to right and, for each, ends right to left; the
-    first match wins, so a repeated answer resolves to its leftmost copy.
-    """
-    wanted = " ".join(answer_pieces)
-    for new_start in range(start, end + 1):
-        for new_end in range(end, new_start - 1, -1):
-            if " ".join(doc_pieces[new_start:new_end + 1]) == wanted:
-                return new_start, new_end
-    return start, end
 
 
 def tokenize_all(tokenizer: FullTokenizer, texts: Iterable[str]) -> dict[str, list[str]]:
@@ -130,11 +117,8 @@ class _Document:
 
     def answer_span(self, start_word: int, end_word: int, answer: list[str]) -> tuple[int, int]:
         """Pieces of the answer's words, narrowed to the improved span."""
-        start = self.word_to_first_piece[start_word]
-        if end_word + 1 < len(self.words):
-            end = self.word_to_first_piece[end_word + 1] - 1
-        else:
-            end = len(self.pieces) - 1
+        start, end = answer_pieces(self.word_to_first_piece, len(self.pieces), start_word,
+                                   end_word)
         return improve_answer_span(self.pieces, start, end, answer)
 
 
@@ -148,8 +132,7 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
                                       answers[example.orig_answer_text])
     doc_pieces, piece_to_word = document.pieces, document.piece_to_word
     query_ids = tokenizer.convert_tokens_to_ids(query)
-    spans = windows(len(doc_pieces), max_seq_length - len(query) - 3, doc_stride)
-    owners = max_context_owners(spans, len(doc_pieces)).tolist()
+    spans, owned = question_windows(len(query), len(doc_pieces), max_seq_length, doc_stride)
     # Each window fits beside the question, so packing truncates nothing.
     packed = pack_ids([query_ids] * len(spans),
                       [document.ids[start:start + length] for start, length in spans],
@@ -161,7 +144,7 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
                   "[SEP]"]
         positions = range(span_start, span_start + span_length)
         to_orig = {offset + i: piece_to_word[p] for i, p in enumerate(positions)}
-        is_max = {offset + i: owners[p] == span_index for i, p in enumerate(positions)}
+        is_max = {offset + i: bool(mine) for i, mine in enumerate(owned[span_index])}
         feature = InputFeatures(
             unique_id=first_id + span_index, example_index=example_index,
             doc_span_index=span_index, tokens=tokens, token_to_orig_map=to_orig,
@@ -171,11 +154,8 @@ def _example_features(example: SquadExample, example_index: int, query: list[str
             segment_ids=packed["segment_ids"][span_index].tolist(),
             is_impossible=example.is_impossible if is_training else False)
         if is_training:
-            feature.start_position, feature.end_position = 0, 0
-            inside = target is not None and span_start <= target[0]
-            if inside and target[1] < span_start + span_length:
-                feature.start_position = target[0] - span_start + offset
-                feature.end_position = target[1] - span_start + offset
+            feature.start_position, feature.end_position = window_target(
+                target, span_start, span_length, offset)
         features.append(feature)
     return features
 

@@ -303,5 +303,5 @@ class TextSpanTest(TestCase):
         self.assertEqual(answers[2], "")
         self.assertEqual([len(answer.split()) for answer in model.predict_answers(
             questions[:2], contexts[:2], max_answer_length=1)], [1, 1])
-        with self.assertRaisesRegex(ValueError, "raw text is for prediction"):
+        with self.assertRaisesRegex(ValueError, r"y\[0\] is 0: give each answer as"):
             model.fit((questions, contexts), [0, 1, 2], verbose=0)

@@ -74,11 +74,16 @@ class TruncationTest(TestCase):
         model = BertSpanModel.from_pretrained(self.folder, sequence_length=9)
         # [CLS] who sat ? [SEP] and [SEP] leave three positions for the context.
         # A lone U+3000 is a word of no token: it takes no position, as in the runner.
-        messages = self._warnings(lambda: model.predict_answers(
-            ["who sat?", "who sat?"], ["the cat \u3000 sat", "the cat sat on the mat"]))
+        questions, contexts = ["who sat?", "who sat?"], ["the cat \u3000 sat",
+                                                         "the cat sat on the mat"]
+        messages = self._warnings(lambda: model.predict((questions, contexts), verbose=0))
         self.assertEqual(messages, ["predict: 1 of 2 questions with their contexts are longer "
                                     "than sequence_length=9 tokens: the contexts' ends were "
-                                    "cut, and answers come from the part that fits"])
+                                    "cut, and predict_answers reads them whole, in "
+                                    "doc_stride windows"])
+        # predict_answers reads the whole context in windows: nothing is cut.
+        with self.assertNoLogs("absl", "WARNING"):
+            self.assertLen(model.predict_answers(questions, contexts, doc_stride=2), 2)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,12 @@ One tiny span model with fixed weights answers the same questions on the
 same contexts three ways: `run_squad.py`'s path (a SQuAD file read into
 windows, `finetuning.predict`, `compute_predictions`), the library's
 `BertSpanModel.predict_answers`, and the SavedModel the runner exports,
-reloaded from disk. The contexts fit one window (the SavedModel reads one)
-and hold the characters where word splitting could drift: U+00A0 and
+reloaded from disk. The contexts hold the characters where word splitting
+could drift: U+00A0 and
 U+3000 belong to the reader's words but are spaces to the BasicTokenizer
 (inside a word, and U+3000 alone as a word of no token), tabs and newlines
-separate words and become single spaces in a multi-word answer.
+separate words and become single spaces in a multi-word answer. Each is
+read in one window, and again, repeated, in many windows `doc_stride` apart.
 """
 
 import json
@@ -16,7 +17,7 @@ import json
 import keras
 import tensorflow as tf
 
-from data_prep.datasets.squad import read_squad_examples
+from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from modeling import BertSpanModel, load_tokenizer
 from tasks.serving_span import export_span_model
@@ -24,6 +25,7 @@ from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
 from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
+from text.whitespace_words import whitespace_words
 from training import finetuning
 
 LENGTH = 40
@@ -49,17 +51,18 @@ class SpanAnswersAgreeTest(TestCase):
         cls.tokenizer = load_tokenizer(cls.folder)
         cls.rows = [(f"{name}-{index}", question, context) for name, context in CONTEXTS.items()
                     for index, question in enumerate(QUESTIONS)]
-        cls.squad_file = root / "questions.json"
-        cls.squad_file.write_text(json.dumps({"data": [{"paragraphs": [
-            {"context": context, "qas": [{"id": qas_id, "question": question}]}
-            for qas_id, question, context in cls.rows]}]}))
         cls.root = root
 
-    def _runners_answers(self, task: SquadTask) -> dict[str, str]:
-        examples, _ = read_squad_examples(str(self.squad_file), False, False)
+    def _runners_answers(self, task: SquadTask, rows: list, windows: int) -> dict[str, str]:
+        """The runner's answers; `windows` is the number of windows it must read."""
+        squad_file = self.root / "questions.json"
+        squad_file.write_text(json.dumps({"data": [{"paragraphs": [
+            {"context": context, "qas": [{"id": qas_id, "question": question}]}
+            for qas_id, question, context in rows]}]}))
+        examples, _ = read_squad_examples(str(squad_file), False, False)
         features = convert_examples_to_features(examples, self.tokenizer, LENGTH,
                                                 task.doc_stride, task.max_query_length, False)
-        self.assertLen(features, len(examples))  # one window each, as the SavedModel reads
+        self.assertLen(features, windows)
         arrays = features_to_arrays(features)
         outputs = finetuning.predict(self.model, arrays, 8)
         results = [RawResult(int(unique_id), start, end) for unique_id, start, end
@@ -68,27 +71,34 @@ class SpanAnswersAgreeTest(TestCase):
                                             task.max_answer_length, True, False)
         return answers
 
+    def _three_ways(self, rows: list, task: SquadTask, windows: int) -> list[str]:
+        """The runner's answers, checked equal to predict_answers' and the SavedModel's."""
+        questions = [question for _, question, _ in rows]
+        contexts = [context for _, _, context in rows]
+        expected = self._runners_answers(task, rows, windows)
+        expected = [expected[qas_id] for qas_id, _, _ in rows]
+        library = self.model.predict_answers(questions, contexts, doc_stride=task.doc_stride,
+                                             max_query_length=task.max_query_length,
+                                             max_answer_length=task.max_answer_length)
+        path = export_span_model(self.model, self.tokenizer, LENGTH, task,
+                                 str(self.root / "saved_model"))
+        served = tf.saved_model.load(path).signatures["serving_default"](
+            question=tf.constant(questions), context=tf.constant(contexts))
+        exported = [answer.decode() for answer in served["answer"].numpy()]
+        for row, (qas_id, _, context) in enumerate(rows):
+            self.assertEqual((library[row], exported[row]), (expected[row], expected[row]),
+                             msg=f"{qas_id}: {context!r}")
+            start, end = int(served["start"][row]), int(served["end"][row])
+            # start and end delimit the answer in the context, between its own spaces.
+            self.assertEqual(context[start:end].split(), expected[row].split(), msg=qas_id)
+        return expected
+
     def test_the_three_paths_give_the_same_answers(self):
-        questions = [question for _, question, _ in self.rows]
-        contexts = [context for _, _, context in self.rows]
         every_answer = []
         for max_answer_length in (30, 3):
             task = SquadTask(max_query_length=16, max_answer_length=max_answer_length)
-            expected = self._runners_answers(task)
-            expected = [expected[qas_id] for qas_id, _, _ in self.rows]
-            library = self.model.predict_answers(questions, contexts,
-                                                 max_answer_length=max_answer_length)
-            path = export_span_model(self.model, self.tokenizer, LENGTH, task,
-                                     str(self.root / f"saved_model_{max_answer_length}"))
-            served = tf.saved_model.load(path).signatures["serving_default"](
-                question=tf.constant(questions), context=tf.constant(contexts))
-            exported = [answer.decode() for answer in served["answer"].numpy()]
-            for row, (qas_id, _, context) in enumerate(self.rows):
-                self.assertEqual((library[row], exported[row]), (expected[row], expected[row]),
-                                 msg=f"{qas_id}: {context!r}")
-                start, end = int(served["start"][row]), int(served["end"][row])
-                # start and end delimit the answer in the context, between its own spaces.
-                self.assertEqual(context[start:end].split(), expected[row].split(), msg=qas_id)
+            # One window each.
+            expected = self._three_ways(self.rows, task, len(self.rows))
             every_answer.extend(zip(self.rows, expected))
         # The contexts' hard cases were reached: whole words kept with the characters the
         # BasicTokenizer drops, and words across tabs and newlines joined by one space.
@@ -98,6 +108,21 @@ class SpanAnswersAgreeTest(TestCase):
         self.assertTrue(any(" " in answer and answer not in context
                             for (_, _, context), answer in every_answer
                             if "\t" in context or "\n" in context))
+
+    def test_the_three_paths_agree_over_many_windows(self):
+        # Each context four times over: 60 to 80 pieces, in windows of at most 22.
+        rows = [(qas_id, question, " ".join([context] * 4)) for qas_id, question, context
+                in self.rows[::2]]
+        answers = []
+        for doc_stride in (5, 16, 128):
+            task = SquadTask(max_query_length=16, max_answer_length=30, doc_stride=doc_stride)
+            features = convert_examples_to_features(
+                [SquadExample(qas_id, question, whitespace_words(context)[0])
+                 for qas_id, question, context in rows], self.tokenizer, LENGTH, doc_stride, 16,
+                False)
+            self.assertGreaterEqual(len(features), 2 * len(rows))
+            answers.append(self._three_ways(rows, task, len(features)))
+        self.assertNotEqual(answers[0], answers[2])  # the stride changes what is read where
 
 
 if __name__ == "__main__":

@@ -80,13 +80,17 @@ class SpanSearchTest(tf.test.TestCase):
         for row in range(rows):
             first = rng.integers(1, 10)
             in_context[row, first:rng.integers(first, positions)] = True
+        # Starts only where the window has the most context: a part of the context.
+        may_start = in_context & (rng.random((rows, positions)) < 0.7)
         for n_best_size, max_answer_length in ((3, 4), (20, 30), (50, 1)):
             got = answer_spans.best_spans(tf.constant(start), tf.constant(end),
-                                          tf.constant(in_context), n_best_size,
+                                          tf.constant(may_start), tf.constant(in_context),
+                                          n_best_size,
                                           max_answer_length)
             for row in range(rows):
                 context = set(np.flatnonzero(in_context[row]).tolist())
-                spans = answer_spans.candidate_spans(start[row], end[row], context, context,
+                starts = set(np.flatnonzero(may_start[row]).tolist())
+                spans = answer_spans.candidate_spans(start[row], end[row], starts, context,
                                                      n_best_size, max_answer_length)
                 self.assertEqual(bool(got[3][row]), bool(spans))
                 if spans:

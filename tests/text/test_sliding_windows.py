@@ -4,7 +4,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from text.sliding_windows import max_context_owners, windows
+from text.sliding_windows import (graph_question_windows, max_context_owners, question_windows,
+                                  windows)
 
 
 def _best_window(spans, position):
@@ -48,6 +49,34 @@ class SlidingWindowsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(max_context_owners([(2, 3), (2, 4)], 6).tolist()[3], 1)
         # token 3 has 1 token on its short side in both windows of equal length: the first keeps it
         self.assertEqual(max_context_owners([(0, 5), (2, 5)], 7).tolist()[3], 0)
+
+
+    def test_question_windows_fit_beside_the_question(self):
+        spans, owned = question_windows(3, 10, 12, 2)  # 12 - 3 - 3 = 6 context positions
+        self.assertEqual(spans, [(0, 6), (2, 6), (4, 6)])
+        self.assertEqual([mine.tolist() for mine in owned],
+                         [[True] * 4 + [False] * 2, [False, False, True, True, False, False],
+                          [False, False] + [True] * 4])
+        self.assertEqual(question_windows(3, 0, 12, 2), ([], []))
+
+    @parameterized.parameters(range(3))
+    def test_the_graph_plans_the_same_windows(self, seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(30):
+            length, stride, rows = (int(rng.integers(6, 20)), int(rng.integers(1, 12)),
+                                    int(rng.integers(1, 6)))
+            queries, contexts = rng.integers(1, length - 3, rows), rng.integers(0, 40, rows)
+            got = graph_question_windows(tf.constant(queries, tf.int64),
+                                         tf.constant(contexts, tf.int64), length, stride)
+            expected = []
+            for row, (query, context) in enumerate(zip(queries, contexts)):
+                spans, owned = question_windows(int(query), int(context), length, stride)
+                # A row without context has one empty window in the graph.
+                expected += [(row, start, size, mine.tolist()) for (start, size), mine in
+                             zip(spans or [(0, 0)], owned or [np.zeros(0, bool)])]
+            row, start, size, owns = got
+            self.assertEqual(list(zip(row.numpy().tolist(), start.numpy().tolist(),
+                                      size.numpy().tolist(), owns.to_list())), expected)
 
 
 if __name__ == "__main__":
