@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from core.record_schema import ENCODER_INPUTS
 from tasks.serving import TEXTS, RawTextServing, export
 from text import answer_spans
 from text.graph_checks import same_rows
@@ -52,6 +53,10 @@ class SpanServing(RawTextServing):
 
     @tf.function(input_signature=[TEXTS, TEXTS])
     def serve(self, question, context):
+        return self._outputs(self._pack(question, context))
+
+    def _pack(self, question: tf.Tensor, context: tf.Tensor) -> dict:
+        """The packed ids, and what `_outputs` maps the answer back to the context with."""
         question, context = same_rows(question, context, ("question", "context"))
         question_ids, _ = self.tokenizer.tokenize_batch(question)
         question_ids = question_ids[:, :self.max_query_length]
@@ -64,8 +69,17 @@ class SpanServing(RawTextServing):
         kept = tf.ragged.range(context_ids.row_lengths()) < room[:, None]
         context_ids = tf.ragged.boolean_mask(context_ids, kept)
         piece_words = tf.ragged.boolean_mask(piece_words, kept)
-        logits = self._model(pack_ragged(question_ids, context_ids, *self._packing,
-                                         names=("question", "context")), training=False)
+        return {**pack_ragged(question_ids, context_ids, *self._packing,
+                              names=("question", "context")),
+                "context": context, "question_ids": question_ids, "words": words,
+                "word_starts": word_starts, "context_ids": context_ids,
+                "piece_words": piece_words}
+
+    def _outputs(self, packed: dict) -> dict[str, tf.Tensor]:
+        context, question_ids, words, word_starts, context_ids, piece_words = (
+            packed[name] for name in ("context", "question_ids", "words", "word_starts",
+                                      "context_ids", "piece_words"))
+        logits = self._model({name: packed[name] for name in ENCODER_INPUTS}, training=False)
 
         first = tf.cast(question_ids.row_lengths(), tf.int32)[:, None] + 2  # context's start
         position = tf.range(self.max_seq_length)[None, :]
@@ -127,13 +141,15 @@ def _pick(table: tf.RaggedTensor, index: tf.Tensor, default) -> tf.Tensor:
     return tf.gather(padded, index, batch_dims=1)
 
 
-def export_span_model(model, tokenizer, max_seq_length: int, task, path: str) -> str:
+def export_span_model(model, tokenizer, max_seq_length: int, task, path: str,
+                      module_class: type[SpanServing] = SpanServing) -> str:
     """Writes the SavedModel to `path` (replacing it) with `serving_default(question, context)`.
 
     `task` is the `tasks.squad.SquadTask` the model was fine-tuned for: its
     query and answer lengths, n-best size and SQuAD 2.0 threshold are the served ones.
+    `module_class` as in `tasks.serving.export_classifier`.
     """
-    module = SpanServing(model, tokenizer, max_seq_length, task.max_query_length,
+    module = module_class(model, tokenizer, max_seq_length, task.max_query_length,
                          task.max_answer_length, task.version_2_with_negative,
                          task.null_score_diff_threshold, task.n_best_size)
     return export(module, path, {"serving_default": module.serve})

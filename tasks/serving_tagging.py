@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from core.record_schema import ENCODER_INPUTS
 from tasks.serving import TEXTS, RawTextServing, export
 from text.sentence_pairs import pack_ragged
 from text.whitespace_words import split_words
@@ -39,9 +40,13 @@ class TaggerServing(RawTextServing):
         return self._tag(tf.RaggedTensor.from_tensor(words, padding=""))
 
     def _tag(self, words: tf.RaggedTensor) -> dict[str, tf.Tensor]:
+        return self._outputs(words, self._pack(words))
+
+    def _pack(self, words: tf.RaggedTensor) -> dict[str, tf.Tensor]:
+        """The packed ids and `first_piece` [N, words]: each word's first piece's position,
+        -1 for a word beyond the window (or padding)."""
         pieces = self.word_pieces(words)
-        logits = self._model(pack_ragged(pieces.merge_dims(1, 2), None, *self._packing),
-                             training=False)
+        features = pack_ragged(pieces.merge_dims(1, 2), None, *self._packing)
         lengths = tf.cast(pieces.values.row_lengths(), tf.int32)
         pieces_before = tf.concat([[0], tf.cumsum(lengths)], axis=0)  # over the whole batch
         row_start = tf.repeat(tf.gather(pieces_before, pieces.row_splits[:-1]),
@@ -50,15 +55,22 @@ class TaggerServing(RawTextServing):
         first_piece = tf.RaggedTensor.from_row_splits(
             1 + pieces_before[:-1] - row_start, words.row_splits).to_tensor(self.max_seq_length)
         read = first_piece < self.max_seq_length - 1  # before the closing [SEP]
-        tag_ids = tf.argmax(tf.gather(logits, tf.minimum(first_piece, self.max_seq_length - 1),
-                                      batch_dims=1), axis=-1)
-        tags = tf.where(read, tf.gather(self.labels, tag_ids), "")
+        return {**features, "first_piece": tf.where(read, first_piece, -1)}
+
+    def _outputs(self, words: tf.RaggedTensor, packed: dict[str, tf.Tensor]
+                 ) -> dict[str, tf.Tensor]:
+        logits = self._model({name: packed[name] for name in ENCODER_INPUTS}, training=False)
+        first_piece = packed["first_piece"]
+        tag_ids = tf.argmax(tf.gather(logits, tf.maximum(first_piece, 0), batch_dims=1),
+                            axis=-1)
+        tags = tf.where(first_piece >= 0, tf.gather(self.labels, tag_ids), "")
         return {"words": words.to_tensor(""), "tags": tags}
 
-
-def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path: str) -> str:
+def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path: str,
+                  module_class: type[TaggerServing] = TaggerServing) -> str:
     """Writes the SavedModel to `path` (replacing it): `serving_default` takes a sentence,
-    `tag_words` words; `labels.txt` inside lists the tags."""
-    module = TaggerServing(model, tokenizer, max_seq_length, labels)
+    `tag_words` words; `labels.txt` inside lists the tags. `module_class` as in
+    `tasks.serving.export_classifier`."""
+    module = module_class(model, tokenizer, max_seq_length, labels)
     return export(module, path, {"serving_default": module.tag_sentence,
                                  "tag_words": module.tag_words})
