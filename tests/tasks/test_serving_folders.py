@@ -1,5 +1,6 @@
-"""export_model.py's serving formats: a fine-tuned classifier on ids, in TF Serving's layout,
-compiled by XLA, in TFLite, in int8; and every bad request refused before anything is written.
+"""export_model.py's serving formats from a runner's folder: a fine-tuned classifier on ids, in
+TF Serving's layout, compiled by XLA, in TFLite, in int8; and every bad request refused before
+anything is written (every kind's tf_serving export: test_serving_preprocess.py).
 
 One tiny classifier folder is exported once per format for the class; each
 test reads those exports as a user would.
