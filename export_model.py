@@ -1,4 +1,4 @@
-"""Exports a BERT model in Google's TF1, Hugging Face's or TF Hub's layout, or a task model for serving.
+"""Exports a BERT model in Google's, Hugging Face's or TF Hub's layout, or a task model for serving.
 
     python export_model.py --source=uncased_L-12_H-768_A-12 --format=tf_hub \
         --output_dir=bert_hub --sequence_length=128

@@ -30,58 +30,43 @@ from __future__ import annotations
 import tensorflow as tf
 
 from core.record_schema import ENCODER_INPUTS
-from tasks.serving import ClassifierServing, RawTextServing
+from tasks.serving import ClassifierServing
 from tasks.serving_embedder import EmbedderServing
 from tasks.serving_span import SpanServing
 from tasks.serving_tagging import TaggerServing
 
 
-def _cut_model(module: RawTextServing) -> None:
-    """Drops the model a serving module was built with: its weights stay in the numeric model."""
-    module._model = None
-    module.model_weights = []
+class _Preprocess:
+    """Put before a raw-text serving class: the model it was built with dropped (its weights
+    stay in the numeric model), its signatures returning the packed ids."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._model = None
+        self.model_weights = []
+
+    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        return {name: features[name] for name in ENCODER_INPUTS}
 
 
-class ClassifierPreprocess(ClassifierServing):
+class ClassifierPreprocess(_Preprocess, ClassifierServing):
     """A classifier's `serve_single` / `serve_pair` -> the three ids."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        _cut_model(self)
 
-    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return {name: features[name] for name in ENCODER_INPUTS}
-
-
-class EmbedderPreprocess(EmbedderServing):
+class EmbedderPreprocess(_Preprocess, EmbedderServing):
     """An embedder's `serve(text)` -> the three ids."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        _cut_model(self)
 
-    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return {name: features[name] for name in ENCODER_INPUTS}
-
-
-class TaggerPreprocess(TaggerServing):
+class TaggerPreprocess(_Preprocess, TaggerServing):
     """A tagger's `tag_sentence` / `tag_words` -> the ids, `words` and `first_piece`."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        _cut_model(self)
 
     def _outputs(self, words: tf.RaggedTensor, packed: dict[str, tf.Tensor]
                  ) -> dict[str, tf.Tensor]:
         return {**packed, "words": words.to_tensor("")}
 
 
-class SpanPreprocess(SpanServing):
+class SpanPreprocess(_Preprocess, SpanServing):
     """A span model's `serve(question, context)` -> the ids and the context's words mapped."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        _cut_model(self)
 
     def _outputs(self, packed: dict) -> dict[str, tf.Tensor]:
         words, piece_words = packed["words"], packed["piece_words"]
@@ -89,7 +74,8 @@ class SpanPreprocess(SpanServing):
         # after [CLS], the question and [SEP].
         row_words = piece_words - tf.expand_dims(words.row_splits[:-1], 1)
         first = packed["question_ids"].row_lengths() + 2
-        token_word = tf.concat([tf.ragged.range(first) * 0 - 1, row_words], axis=1).to_tensor(
+        before = -tf.ones_like(tf.ragged.range(first))  # -1 for [CLS], question and [SEP]
+        token_word = tf.concat([before, row_words], axis=1).to_tensor(
             -1, shape=[None, self.max_seq_length])
         # Bytes -> characters, as Python indexes a str.
         contexts = tf.repeat(packed["context"], words.row_lengths())
