@@ -4,6 +4,15 @@ Tasks: cola, sst-2, mrpc, sts-b (regression), qqp, mnli (dev/test matched
 and mismatched, plus AX when its file is found), qnli, rte, wnli, ax, swag
 (multiple choice), and `tsv` for your own data (`--tsv_text_a_column`,
 `--tsv_text_b_column`, `--tsv_label_column`, `--tsv_labels`).
+`--multi_label` reads a label set per row from the tsv task's label column
+(`sports|politics`, an empty cell for none): the classifier gives each
+label a sigmoid, trains with binary cross-entropy, predicts the labels
+above `--threshold`, and scores F1 per label and micro/macro (micro chooses
+the sweep's best run); the submission lists each row's label set.
+`--class_weights` weighs the training loss for imbalanced labels:
+`balanced`, or `label:weight` pairs (`modeling.class_weights`); the output
+folder records them, so a rerun with other weights is refused rather than
+resumed.
 
 The paper's recipe (Section 4.1, see `tasks/driver.py`): for each
 learning rate in `--learning_rates` and each of `--num_restarts` restarts,
@@ -66,13 +75,27 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_list("tsv_labels", None, "tsv task: label list (default: from train.tsv).", **into)
     flags.DEFINE_bool("tsv_has_header", True, "tsv task: the files start with a header row.",
                       **into)
+    flags.DEFINE_string("class_weights", None,
+                        "Weigh each training example's loss by its label's weight: `balanced` "
+                        "(N / (labels x count of the label), from the training set) or "
+                        "label:weight pairs separated by commas (e.g. neg:1,pos:4; unlisted "
+                        "labels weigh 1). Default: unweighted.", **into)
+    flags.DEFINE_bool("multi_label", False,
+                      "tsv task: the label column holds a label set per row (labels separated "
+                      "by --tsv_label_delimiter, an empty cell for none); a sigmoid per label, "
+                      "binary cross-entropy, F1 per label and micro/macro.", **into)
+    flags.DEFINE_float("threshold", 0.5, "With --multi_label: a label is predicted when its "
+                       "probability exceeds this, in (0, 1).", **into)
+    flags.DEFINE_string("tsv_label_delimiter", None, "With --multi_label: what separates a "
+                        "label set's labels (default |).", **into)
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
     del argv
     runner_flags.run_task(values, classification.TASK, classification.ClassificationTask,
-                          lambda task: f"classification:{task.task_name.lower()}")
+                          lambda task: f"classification:{task.task_name.lower()}",
+                          stamp=classification.ClassificationTask.stamp)
 
 
 def console_main() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from absl import flags
 
@@ -274,19 +274,23 @@ def task_from_flags(values: flags.FlagValues, settings: type[TaskSettingsT],
 
 def run_task(values: flags.FlagValues, family: Task[TaskSettingsT],
              settings: type[TaskSettingsT], owner: Callable[[TaskSettingsT], str],
-             require: Sequence[str] = ("output_dir",), **derived: Any) -> TaskResult:
+             require: Sequence[str] = ("output_dir",),
+             stamp: Callable[[TaskSettingsT], Mapping[str, Any]] | None = None,
+             **derived: Any) -> TaskResult:
     """Every training runner's one path: its flags as configs and task, then the contract.
 
     The shared flags are checked first, then the task's (`task_from_flags`
     with `derived`). Between `prepare` and `run`, the output folder is
-    checked and claimed for `owner(task)` (e.g. `classification:sst-2`) and
-    the strategy made.
+    checked and claimed for `owner(task)` (e.g. `classification:sst-2`), the
+    model's config and `stamp(task)` (settings a resumed run must share, such
+    as class weights), and the strategy made.
     """
     model_files, training, optimization, _ = training_configs(values, require)
     task = task_from_flags(values, settings, **derived)
     return contract.run_task(family, task, model_files, training, optimization,
-                             start=lambda resolved: start_run(values, training, owner(task),
-                                                              resolved.config))
+                             start=lambda resolved: start_run(
+                                 values, training, owner(task), resolved.config,
+                                 stamp(task) if stamp else None))
 
 
 def run_extraction(values: flags.FlagValues, family: Task[TaskSettingsT],
@@ -299,19 +303,19 @@ def run_extraction(values: flags.FlagValues, family: Task[TaskSettingsT],
 
 
 def start_run(values: flags.FlagValues, training: TrainingConfig, owner: str,
-              config: BertConfig):
+              config: BertConfig, settings: Mapping[str, Any] | None = None):
     """Checks and claims the output folder, then returns the strategy the flags ask for.
 
     The strategy comes before any other TensorFlow work: multi-worker
     collectives must be set up before any op runs. The chief (the one
-    writer) then claims the folder for `owner` and the model `config`
-    (`core.run_folder`): a second live run, or a run of another task or
-    model, is refused before any work.
+    writer) then claims the folder for `owner`, the model `config` and the
+    task's `settings` (`core.run_folder`): a second live run, or a run of
+    another task, model or settings, is refused before any work.
     """
     check_output_dir(training.output_dir)
     strategy = strategy_from_flags(values)
     if "://" not in training.output_dir and is_chief(strategy):
-        run_folder.claim(training.output_dir, owner, config.to_dict())
+        run_folder.claim(training.output_dir, owner, {**config.to_dict(), **(settings or {})})
     return strategy
 
 

@@ -118,6 +118,19 @@ def check_number(name: str, value: Any, minimum: float | None = None,
     return float(value)
 
 
+def check_flag(name: str, value: Any, error: type[Exception] = FieldError) -> bool:
+    """`value`, if it is True or False: a truthy string or number here is a typo, not a choice.
+
+    Args:
+      name: the argument or field, as the message names it.
+      value: what the caller gave.
+      error: the exception class to raise (a ValueError subclass).
+    """
+    if not isinstance(value, bool):
+        raise _refusal(error, name, "must be True or False", value)
+    return bool(value)
+
+
 def _refusal(error: type[Exception], name: str, rule: str, value: Any) -> Exception:
     """`name rule, got value`, as a FieldError template where `name` is a field."""
     if issubclass(error, FieldMessage) and name.isidentifier():

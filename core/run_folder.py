@@ -62,9 +62,18 @@ class FolderOwned(ValueError):
 
 
 def claim(folder: str, task: str, config: Mapping[str, Any]) -> None:
-    """Locks `folder` for this process, then checks and writes its owner (see the module)."""
+    """Locks `folder` for this process, then checks and writes its owner (see the module).
+
+    Settings the folder's stamp holds and `config` does not give are kept: a
+    run that only evaluates does not give the training settings (class
+    weights, say), and must not erase the record a resumed training is
+    checked against.
+    """
     lock(folder)
     check_owner(folder, task, config)
+    previous = read_owner(folder)
+    if previous and previous.get("task") == task and isinstance(previous.get("config"), dict):
+        config = {**previous["config"], **config}
     write_atomically(os.path.join(folder, OWNER_NAME), json.dumps(
         {"task": task, "config_sha256": config_hash(config), "config": dict(config)},
         indent=2, sort_keys=True) + "\n")

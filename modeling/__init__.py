@@ -2,11 +2,10 @@
 
 from modeling.config import BertConfig
 from modeling.divergence import FitDiverged, TrainingDiverged
-from modeling.encoder import BertEncoder
+from modeling.encoder import BertEncoder, load_encoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import (load_config, load_encoder, load_labels, load_task_model,
-                                 load_tokenizer)
+from modeling.pretrained import load_config, load_labels, load_task_model, load_tokenizer
 from modeling.pretrainer import BertPretrainer
 from modeling.tf_hub_export import export_tf_hub
 from modeling.text_embedder import BertTextEmbedder

@@ -39,7 +39,29 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
-    """Hyperparameters of a BERT encoder, with Google's field names."""
+    """Hyperparameters of a BERT encoder, with Google's field names.
+
+    Args:
+      vocab_size: WordPiece vocabulary size.
+      hidden_size: width of every hidden vector (H).
+      num_hidden_layers: Transformer blocks (L).
+      num_attention_heads: heads per block (A); must divide `hidden_size`.
+      intermediate_size: width of the feed-forward layer (4H in the paper).
+      hidden_act: the feed-forward activation ("gelu" is the exact erf GELU).
+      hidden_dropout_prob: dropout on embeddings and block outputs.
+      attention_probs_dropout_prob: dropout on attention probabilities.
+      max_position_embeddings: the longest sequence the model can read.
+      type_vocab_size: segment types (2: sentence A and B).
+      initializer_range: standard deviation of the truncated-normal init.
+      layer_norm_eps: LayerNorm's epsilon.
+
+    Examples:
+
+    >>> config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
+    ...                     num_attention_heads=4, intermediate_size=1024)
+    >>> config.replace(hidden_dropout_prob=0.2).hidden_dropout_prob
+    0.2
+    """
 
     vocab_size: int
     hidden_size: int = 768

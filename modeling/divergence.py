@@ -31,6 +31,18 @@ class TrainingDiverged(ValueError):
       step: the step it stopped at, counted from 1 (the runners count
         optimizer updates, `fit` its batches).
       last_good_checkpoint: the newest checkpoint saved before it, or None.
+
+    Args:
+      step: the step it stopped at.
+      message: what went wrong and what to do.
+      last_good_checkpoint: the newest checkpoint saved before it, or None.
+
+    Examples:
+
+    >>> try:
+    ...     run_task(classification.TASK, task, model_files, training, optimization)
+    ... except TrainingDiverged as error:
+    ...     print(error.step, error.last_good_checkpoint)
     """
 
     def __init__(self, step: int, message: str, last_good_checkpoint: str | None = None):
@@ -40,7 +52,20 @@ class TrainingDiverged(ValueError):
 
 
 class FitDiverged(TrainingDiverged):
-    """The loss or the gradients of a step in `fit` were not finite; the step was not applied."""
+    """The loss or the gradients of a step in `fit` were not finite; the step was not applied.
+
+    Args:
+      step: the step, counting the `fit` call's batches from 1.
+      loss: that step's loss (NaN or infinite, or finite with bad gradients).
+      last_good_checkpoint: with `resume_dir`, the newest checkpoint before it.
+
+    Examples:
+
+    >>> try:
+    ...     model.fit(texts, labels)
+    ... except FitDiverged as error:
+    ...     print(error.step, error.loss)
+    """
 
     def __init__(self, step: int, loss: float, last_good_checkpoint: str | None = None):
         self.loss = loss

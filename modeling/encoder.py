@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -12,11 +15,12 @@ from modeling.layers.dense import Dense
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.settings import ConfigurableModel
 from modeling.layers.transformer import TransformerBlock
+from modeling.pretrained import Pretrained
 from modeling.quantization import QuantizableModel
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertEncoder(QuantizableModel, ConfigurableModel):
+class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
     """Maps `input_ids`, `input_mask`, `segment_ids` to contextual vectors.
 
     Returns a dict with `sequence_output` [batch, seq, hidden] and
@@ -34,6 +38,20 @@ class BertEncoder(QuantizableModel, ConfigurableModel):
     policy otherwise; so one model can compute in 16 bits while the rest of
     the program stays float32. LayerNorm and the attention softmax compute in
     float32 under every policy.
+
+    Args:
+      config: the encoder's hyperparameters.
+      causal: each position attends only to itself and earlier ones.
+      output_hidden_states: also return every layer's output.
+      output_attentions: also return every block's attention probabilities.
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> encoder = BertEncoder.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> preprocessor = BertPreprocessor.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> encoder(preprocessor(["a fine film"]))["pooled_output"].shape
+    TensorShape([1, 768])
     """
 
     def __init__(self, config: BertConfig, causal: bool = False,
@@ -161,6 +179,21 @@ class BertEncoder(QuantizableModel, ConfigurableModel):
             names.update(_layer_norm_names(f"{prefix}/output/LayerNorm",
                                            block.output_layer_norm))
         return names
+
+
+def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:
+    """The pre-trained encoder in `path`: `BertEncoder.from_pretrained(path, **kwargs)`.
+
+    Args:
+      path: a model name, folder or checkpoint.
+      **kwargs: as for `modeling.pretrained.load_task_model`.
+
+    Examples:
+
+    >>> load_encoder("bert-base-uncased", dtype="mixed_bfloat16").config.hidden_size
+    768
+    """
+    return BertEncoder.from_pretrained(path, **kwargs)
 
 
 def _dense_names(prefix: str, dense: keras.layers.Dense) -> dict:

@@ -224,6 +224,20 @@ class FeatureTagger(ConfigurableModel):
     window's last real token, not at the padding after it. Trained with
     `fit(x, label_ids)`, where the loss is `tagging_loss`: label -1 (sub-
     tokens past a word's first, [CLS]/[SEP], padding, context) counts nothing.
+
+    Args:
+      num_labels: tags.
+      lstm_units: units per direction of each BiLSTM.
+      num_lstm_layers: stacked BiLSTMs.
+      dropout: dropout on each BiLSTM's output.
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> tagger = FeatureTagger(num_labels=9, lstm_units=64)
+    >>> features = np.zeros((2, 16, 3072), np.float32)  # e.g. four layers concatenated
+    >>> tagger({"features": features, "input_mask": np.ones((2, 16), np.int32)}).shape
+    TensorShape([2, 16, 9])
     """
 
     def __init__(self, num_labels: int, lstm_units: int = 768, num_lstm_layers: int = 2,

@@ -12,19 +12,29 @@ from __future__ import annotations
 import keras
 import numpy as np
 import tensorflow as tf
+from scipy import special
 
+from core.arguments import check_flag
 from modeling import truncation
-from modeling.labels import class_indices, label_outputs, regression_targets, tag_indices
+from modeling.labels import (class_indices, label_outputs, multi_hot, regression_targets,
+                             tag_indices)
+from modeling.multi_label import MultiLabelF1, label_sets
 from modeling.preprocessor import split_segments
 from modeling.text_tasks import TextTaskMixin
 from text.tag_schemes import check_aligned
 
 
 class SentenceTextMixin(TextTaskMixin):
-    """Raw text for the classifier: strings or pairs in, label names (or indices) out."""
+    """Raw text for the classifier: strings or pairs in, label names (or indices) out.
+
+    A `multi_label` model takes a label set per text and answers with one
+    (`modeling.multi_label`).
+    """
 
     num_labels: int
     label_names: list[str] | None
+    multi_label: bool
+    threshold: float
 
     def _text_columns(self, x, y, argument: str) -> tuple:
         if getattr(self, "both_orders", False):
@@ -42,6 +52,8 @@ class SentenceTextMixin(TextTaskMixin):
             return inputs, None
         if self.num_labels == 1:
             return inputs, tf.constant(regression_targets(y, argument), tf.float32)
+        if self.multi_label:
+            return inputs, tf.constant(multi_hot(y, self.num_labels, self.label_names, argument))
         return inputs, tf.constant(class_indices(y, self.num_labels, self.label_names,
                                                  argument), tf.int32)
 
@@ -59,18 +71,55 @@ class SentenceTextMixin(TextTaskMixin):
     def default_loss(self) -> keras.losses.Loss:
         if self.num_labels == 1:
             return keras.losses.MeanSquaredError()
+        if self.multi_label:  # each label a yes/no of its own
+            return keras.losses.BinaryCrossentropy(from_logits=True)
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     def default_metrics(self) -> list:
-        return [] if self.num_labels == 1 else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
-
-    def predict_labels(self, x, batch_size: int | None = None) -> list:
-        """The predicted label of each text: its name if the model has `label_names`,
-        else its index; the score itself for regression (one label). [] for no texts."""
-        scores = self.predict(x, batch_size=batch_size, verbose=0)
         if self.num_labels == 1:
-            return scores.tolist()
-        return label_outputs(np.argmax(scores, axis=-1).tolist(), self.label_names)
+            return []
+        if self.multi_label:
+            return [MultiLabelF1(self.label_names or list(range(self.num_labels)),
+                                 self.threshold)]
+        return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
+    def predict_labels(self, x, batch_size: int | None = None, return_scores: bool = False):
+        """The predicted label of each text, by name if the model has `label_names`.
+
+        Args:
+          x: texts, or pairs, as `predict` takes them.
+          batch_size: texts per batch (32 when None).
+          return_scores: also return the probabilities, [N, num_labels] in label
+            order: the softmax of the logits, or for a `multi_label` model each
+            label's sigmoid.
+
+        Returns:
+          One label per text (its index without `label_names`); for a
+          `multi_label` model, the list of labels whose probability exceeds
+          `threshold`; for regression (one label), the score itself. With
+          `return_scores`, a pair (labels, probabilities). [] for no texts.
+
+        Examples:
+
+        >>> labels, scores = model.predict_labels(["a fine film"], return_scores=True)
+        >>> labels, scores.shape
+        (['positive'], (1, 2))
+        """
+        return_scores = check_flag("return_scores", return_scores)
+        if return_scores and self.num_labels == 1:
+            raise ValueError("return_scores=True needs classes: a regression model "
+                             "(num_labels=1) predicts the score itself, which predict_labels "
+                             "already returns")
+        logits = self.predict(x, batch_size=batch_size, verbose=0)
+        if self.num_labels == 1:
+            return logits.tolist()
+        if self.multi_label:
+            probabilities = special.expit(logits)
+            labels = label_sets(probabilities, self.threshold, self.label_names)
+        else:
+            probabilities = special.softmax(logits, axis=-1)
+            labels = label_outputs(np.argmax(logits, axis=-1).tolist(), self.label_names)
+        return (labels, probabilities) if return_scores else labels
 
 
 class WordTaggerMixin(TextTaskMixin):
@@ -116,20 +165,40 @@ class WordTaggerMixin(TextTaskMixin):
     def default_weighted_metrics(self) -> list:
         return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
 
-    def predict_labels(self, x, batch_size: int | None = None) -> list[list]:
-        """Each sentence's tags, one per word (name or index); None for a word cut off
-        by `sequence_length`, so the output lines up with the input words."""
+    def predict_labels(self, x, batch_size: int | None = None, return_scores: bool = False):
+        """Each sentence's tags, one per word, lined up with the input words.
+
+        Args:
+          x: sentences, each a list of words.
+          batch_size: sentences per batch (32 when None).
+          return_scores: also return each word's tag probabilities (the softmax
+            at its first sub-token, [num_labels] in label order).
+
+        Returns:
+          Per sentence, a tag per word (its name if the model has
+          `label_names`, else its index), None for a word cut off by
+          `sequence_length`; with `return_scores`, a pair (tags,
+          probabilities), the probabilities per sentence and word (None where
+          the tag is). [] for no sentences.
+
+        Examples:
+
+        >>> model.predict_labels([["John", "lives", "in", "Paris"]])
+        [['B-PER', 'O', 'O', 'B-LOC']]
+        """
+        return_scores = check_flag("return_scores", return_scores)
         logits = self.predict(x, batch_size=batch_size, verbose=0)
         if not len(logits):
-            return []
+            return ([], []) if return_scores else []
+        probabilities = special.softmax(logits, axis=-1)
         _, starts, _ = self.preprocessor.pack_words(ragged_words(x))
-        tags = []
+        tags, scores = [], []
         for row, positions in enumerate(starts.to_list()):
             best = np.argmax(logits[row], axis=-1)
-            indices = [int(best[p]) if p >= 0 else None for p in positions]
-            tags.append([None if i is None else label_outputs([i], self.label_names)[0]
-                         for i in indices])
-        return tags
+            tags.append([None if p < 0 else label_outputs([int(best[p])], self.label_names)[0]
+                         for p in positions])
+            scores.append([None if p < 0 else probabilities[row, p] for p in positions])
+        return (tags, scores) if return_scores else tags
 
 
 def ragged_words(sentences) -> tf.RaggedTensor:

@@ -61,6 +61,55 @@ def tag_indices(tags: Sequence[Sequence], num_labels: int, label_names: list[str
     return indices
 
 
+def multi_hot(labels: Any, num_labels: int, label_names: list[str] | None,
+              argument: str = "y") -> np.ndarray:
+    """Each example's label set as a row of 0s and 1s, float32 [N, num_labels].
+
+    A 2-D NumPy array is taken as multi-hot rows already; anything else as
+    one label set per example (a list of names or indices, possibly empty).
+    A label named twice in one set is refused: a multi-hot row given as a
+    Python list ([0, 1, 1]) would otherwise read as the indices {0, 1}.
+
+    Args:
+      labels: one label set per example, or a multi-hot array [N, num_labels].
+      num_labels: the size of the model's head.
+      label_names: the model's names for its labels, or None.
+      argument: the argument the labels came in, for messages.
+    """
+    if isinstance(labels, np.ndarray) and labels.ndim == 2:
+        return _multi_hot_rows(labels, num_labels, argument)
+    rows = as_list(labels, argument)
+    lookup = {name: index for index, name in enumerate(label_names or ())}
+    targets = np.zeros((len(rows), num_labels), np.float32)
+    for row, label_set in enumerate(rows):
+        where = f"{argument}: example {row}"
+        if not isinstance(label_set, (list, tuple, set, frozenset, np.ndarray)):
+            raise TypeError(f"{where} has labels {label_set!r}; a multi-label model takes a "
+                            "label set per example (a list of names or indices, [] for none) "
+                            "or a multi-hot array [N, num_labels]")
+        for label in (label_set.tolist() if isinstance(label_set, np.ndarray) else label_set):
+            index = _class_index(label, num_labels, label_names, lookup, where)
+            if targets[row, index]:
+                raise ValueError(f"{where} names label {label!r} twice; give each label once "
+                                 "(multi-hot rows go in as a 2-D NumPy array)")
+            targets[row, index] = 1.0
+    return targets
+
+
+def _multi_hot_rows(rows: np.ndarray, num_labels: int, argument: str) -> np.ndarray:
+    if rows.shape[1] != num_labels:
+        raise ValueError(f"{argument} is a multi-hot array of {rows.shape[1]} columns, but the "
+                         f"model has {num_labels} labels")
+    if rows.dtype.kind not in "biuf":
+        raise TypeError(f"{argument} is a 2-D array of {rows.dtype}; multi-hot rows hold 0 or 1")
+    bad = np.argwhere((rows != 0) & (rows != 1))
+    if len(bad):
+        row, column = bad[0]
+        raise ValueError(f"{argument}: example {row}, label {column} is {rows[row, column].item()!r}; "
+                         "multi-hot rows hold 0 or 1")
+    return rows.astype(np.float32)
+
+
 def regression_targets(labels: Any, argument: str = "y") -> list[float]:
     """Each example's target as a float; NaN and infinity are refused (they train NaN weights)."""
     labels = as_list(labels, argument)

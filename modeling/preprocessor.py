@@ -23,10 +23,12 @@ import tensorflow as tf
 
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
-from modeling.pretrained import load_config, load_tokenizer, model_files
+from modeling.pretrained import check_source, load_config, load_tokenizer, model_files
 from text.graph_checks import rows_differ, same_row_lengths
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer
+
+DEFAULT_SEQUENCE_LENGTH = 128  # keras-hub's and the runners' default
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -37,12 +39,24 @@ class BertPreprocessor(keras.layers.Layer):
     pairs (`[("a", "b"), ...]`); a scalar string (an unbatched dataset element)
     gives [sequence_length] rows. A pair whose second text has no token packs
     as a single text, as the runners do. `sequence_length` is an integer of at
-    least 3 ([CLS], a token, [SEP]); `load_preprocessor` also holds it to the
+    least 3 ([CLS], a token, [SEP]); `from_pretrained` also holds it to the
     model's `max_position_embeddings` (`BertConfig.check_sequence_length`).
+
+    Args:
+      vocabulary: the WordPiece tokens, in id order.
+      do_lower_case: lowercase and strip accents first (an uncased model).
+      sequence_length: tokens per packed row, [CLS] and [SEP] included.
+      **kwargs: Keras layer arguments (`name`).
+
+    Examples:
+
+    >>> preprocessor = BertPreprocessor.from_pretrained("uncased_L-12_H-768_A-12", 8)
+    >>> preprocessor([("a question", "a context")])["segment_ids"].numpy().tolist()
+    [[0, 0, 0, 0, 1, 1, 1, 0]]
     """
 
     def __init__(self, vocabulary: Sequence[str], do_lower_case: bool = True,
-                 sequence_length: int = 128, **kwargs: Any):
+                 sequence_length: int = DEFAULT_SEQUENCE_LENGTH, **kwargs: Any):
         kwargs.setdefault("name", "bert_preprocessor")
         # Outputs are ids whatever the model computes in; a float policy would be misleading.
         kwargs.setdefault("dtype", "int32")
@@ -141,6 +155,46 @@ class BertPreprocessor(keras.layers.Layer):
         return {key: keras.KerasTensor((None, self.sequence_length), "int32")
                 for key in ENCODER_INPUTS}
 
+    @classmethod
+    def from_pretrained(cls, source: str | os.PathLike, sequence_length: int | None = None,
+                        do_lower_case: bool | None = None) -> "BertPreprocessor":
+        """The preprocessor for the model in `source`: its vocabulary and casing.
+
+        Casing comes from the folder as `load_tokenizer` decides it, unless
+        `do_lower_case` is given: an uncased model fed cased pieces sees [UNK].
+        `sequence_length` must fit the position embeddings of the config beside
+        `source`, when there is one: longer rows would index past them.
+
+        Args:
+          source: a model name, folder or checkpoint, as the models'
+            `from_pretrained` take it.
+          sequence_length: tokens per packed row, [CLS] and [SEP] included;
+            None: 128 (keras-hub's and the runners' default), or the model's
+            `max_position_embeddings` when that is smaller.
+          do_lower_case: True or False to override the folder's casing.
+
+        Examples:
+
+        >>> preprocessor = BertPreprocessor.from_pretrained("uncased_L-12_H-768_A-12", 64)
+        >>> preprocessor(["a fine film"])["input_ids"].shape
+        TensorShape([1, 64])
+        """
+        check_source(source, "source")
+        if do_lower_case is not None and not isinstance(do_lower_case, bool):
+            raise TypeError(f"do_lower_case must be True, False or None (the folder's "
+                            f"casing), got {do_lower_case!r}")
+        if model_files(source)[0] is not None:
+            config = load_config(source)
+            if sequence_length is None:
+                sequence_length = min(DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
+            sequence_length = config.check_sequence_length(sequence_length)
+        elif sequence_length is None:
+            sequence_length = DEFAULT_SEQUENCE_LENGTH
+        tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
+        tokens = tokenizer.inv_vocab
+        return cls([tokens[index] for index in range(len(tokens))],
+                   do_lower_case=tokenizer.do_lower_case, sequence_length=sequence_length)
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.pop("trainable", None)
@@ -149,22 +203,22 @@ class BertPreprocessor(keras.layers.Layer):
         return config
 
 
-def load_preprocessor(source: str | os.PathLike, sequence_length: int = 128,
+def load_preprocessor(source: str | os.PathLike, sequence_length: int | None = None,
                       do_lower_case: bool | None = None) -> BertPreprocessor:
-    """The preprocessor for the model in `source` (a folder or checkpoint, as `load_encoder`).
+    """`BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)`.
 
-    Casing comes from the folder as `load_tokenizer` decides it, unless
-    `do_lower_case` is given: an uncased model fed cased pieces sees [UNK].
-    `sequence_length` must fit the position embeddings of the config beside
-    `source`, when there is one: longer rows would index past them.
+    Args:
+      source: a model name, folder or checkpoint.
+      sequence_length: tokens per packed row; None: 128, or fewer when the
+        model has fewer positions.
+      do_lower_case: True or False to override the folder's casing.
+
+    Examples:
+
+    >>> load_preprocessor("uncased_L-12_H-768_A-12").sequence_length
+    128
     """
-    if model_files(source)[0] is not None:
-        sequence_length = load_config(source).check_sequence_length(sequence_length)
-    tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
-    tokens = tokenizer.inv_vocab
-    return BertPreprocessor([tokens[index] for index in range(len(tokens))],
-                            do_lower_case=tokenizer.do_lower_case,
-                            sequence_length=sequence_length)
+    return BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)
 
 
 def split_segments(inputs) -> tuple[tf.Tensor, tf.Tensor | None]:

@@ -37,7 +37,6 @@ import keras
 from core.atomic import write_atomically
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
-from modeling.encoder import BertEncoder
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
@@ -50,7 +49,17 @@ ModelT = TypeVar("ModelT", bound=keras.Model)
 
 
 def load_config(path: str | os.PathLike, **overrides: Any) -> BertConfig:
-    """The BertConfig beside a checkpoint, with `overrides` (e.g. dropout) applied."""
+    """The BertConfig beside a checkpoint, with `overrides` (e.g. dropout) applied.
+
+    Args:
+      path: a model name, folder or checkpoint.
+      **overrides: BertConfig fields to replace.
+
+    Examples:
+
+    >>> load_config("uncased_L-12_H-768_A-12", hidden_dropout_prob=0.2).hidden_size
+    768
+    """
     config = BertConfig.from_json_file(_find_beside(path, CONFIG_FILES, "config"))
     return config.replace(**overrides) if overrides else config
 
@@ -68,6 +77,18 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
     gives none, and the model its `label_names`; a caller's other
     `num_labels` asks for a new head, which those names do not describe.
+
+    Args:
+      model_class: BertEncoder, BertPretrainer or a task model class.
+      path: a model name, folder or checkpoint.
+      config: the config to build with; None reads the one beside `path`.
+      **kwargs: BertConfig fields to override and the model's arguments.
+
+    Examples:
+
+    >>> model = load_task_model(BertClassifier, "mrpc_output_dir")  # its labels.txt
+    >>> model.label_names
+    ['0', '1']
     """
     check_source(path)
     overrides = {key: kwargs.pop(key) for key in list(kwargs) if key in _CONFIG_FIELDS}
@@ -86,8 +107,46 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     return model
 
 
+class Pretrained:
+    """`from_pretrained` for a model class: one loader for every source, as keras-hub's
+    `from_preset`.
+
+    The encoder, the pre-trainer and every task model load the same way, so
+    each source works for all of them: a model name (Google's release or a
+    Hugging Face id, downloaded once), a Google, Hugging Face or own folder,
+    or a checkpoint path.
+    """
+
+    @classmethod
+    def from_pretrained(cls: type[ModelT], source: str | os.PathLike, **kwargs: Any) -> ModelT:
+        """This model built from the config in `source` and filled with its weights.
+
+        Args:
+          source: a model name, a folder or a checkpoint, as `--init_checkpoint`
+            takes it.
+          **kwargs: BertConfig fields to override (`hidden_dropout_prob=0.2`) and
+            the model's own arguments (`dtype="mixed_bfloat16"`); see
+            `load_task_model`.
+
+        Examples:
+
+        >>> encoder = BertEncoder.from_pretrained("uncased_L-12_H-768_A-12")
+        >>> pretrainer = BertPretrainer.from_pretrained("bert-base-uncased")
+        """
+        return load_task_model(cls, source, **kwargs)
+
+
 def load_labels(path: str | os.PathLike) -> list[str] | None:
-    """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none."""
+    """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none.
+
+    Args:
+      path: the model's folder or checkpoint.
+
+    Examples:
+
+    >>> load_labels("mnli_output_dir")
+    ['contradiction', 'entailment', 'neutral']
+    """
     for folder in _candidate_folders(path):
         file = folder / LABELS_FILE
         if file.is_file():
@@ -120,13 +179,18 @@ def _labels_for(model_class: type, path: str | os.PathLike, kwargs: dict) -> lis
     return labels if kwargs["num_labels"] == len(labels) else None
 
 
-def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:
-    """The pre-trained encoder in `path`; `kwargs` as for `load_task_model`."""
-    return load_task_model(BertEncoder, path, **kwargs)
-
-
 def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -> FullTokenizer:
-    """The WordPiece tokenizer for the model in `path`, cased or uncased as it was trained."""
+    """The WordPiece tokenizer for the model in `path`, cased or uncased as it was trained.
+
+    Args:
+      path: a model name, folder or checkpoint.
+      do_lower_case: True or False to override the folder's casing.
+
+    Examples:
+
+    >>> load_tokenizer("uncased_L-12_H-768_A-12").tokenize("A fine film!")
+    ['a', 'fine', 'film', '!']
+    """
     vocab_file = _find_beside(path, (VOCAB_FILE,), "vocabulary")
     if do_lower_case is None:
         do_lower_case = _casing(vocab_file)

@@ -21,6 +21,7 @@ from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
 from modeling.layers import fast_paths
 from modeling.layers.settings import ConfigurableModel
+from modeling.pretrained import Pretrained
 from modeling.quantization import QuantizableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
@@ -88,7 +89,7 @@ def _sums(values: dict, weights) -> dict:
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(QuantizableModel, ConfigurableModel):
+class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
     """BERT with its pre-training heads, for one of three objectives.
 
     - "mlm_nsp": masked LM + next-sentence prediction (the paper's BERT);
@@ -98,6 +99,17 @@ class BertPretrainer(QuantizableModel, ConfigurableModel):
 
     Outputs: "masked_lm_logits" [B, P, vocab], "next_sentence_logits" [B, 2],
     or for "ltr" "lm_logits" [B, S, vocab]; all float32.
+
+    Args:
+      config: the encoder's hyperparameters.
+      objective: "mlm_nsp", "mlm" or "ltr".
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> model = BertPretrainer.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> model.compile(optimizer="adam")
+    >>> model.fit(pretraining_records_dataset, epochs=1)  # the TFRecords' features
     """
 
     def __init__(self, config: BertConfig, objective: str = "mlm_nsp", **kwargs):

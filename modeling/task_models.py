@@ -29,18 +29,19 @@ import keras
 import numpy as np
 from keras import ops
 
-from core.arguments import check_integer, check_number
+from core.arguments import check_flag, check_integer, check_number
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin
 from modeling.heads import LeftToRightLMHead
 from core.record_schema import ENCODER_INPUTS
 from modeling.labels import check_label_names
+from modeling.multi_label import check_threshold
 from modeling.layers import int8
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import check_source, load_task_model
+from modeling.pretrained import Pretrained, check_source, model_files
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
 from modeling.quantization import QuantizableModel
 from modeling.span_text import SpanTextMixin
@@ -88,7 +89,7 @@ class OutputProjection(int8.Quantizable, ConfigurableLayer):
                 f"{prefix}output_bias": self.output_bias}
 
 
-class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
+class _FineTuningModel(TextTaskMixin, Pretrained, QuantizableModel, ConfigurableModel):
     """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
 
     The config holds the BERT hyperparameters as a plain dict plus the
@@ -112,20 +113,45 @@ class _FineTuningModel(TextTaskMixin, QuantizableModel, ConfigurableModel):
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, sequence_length: int | None = None,
                         do_lower_case: bool | None = None, **kwargs: Any) -> "_FineTuningModel":
-        """This model on the encoder (or whole fine-tuned model) saved in `path`.
+        """This model on the encoder (or whole fine-tuned model) saved in `path`, taking text.
 
-        `path` is any folder or checkpoint `--init_checkpoint` takes; see
-        `modeling.pretrained.load_task_model` for `kwargs`. A `sequence_length`
-        attaches the folder's preprocessor, so the model takes raw text.
+        The folder's preprocessor comes attached, so `fit`, `evaluate` and
+        `predict` take raw text, as keras-hub's task models do. A source
+        without a vocabulary (a bare checkpoint), and a model without raw-text
+        support (`BertMultipleChoice`), give a model of packed inputs only,
+        unless `sequence_length` or `do_lower_case` ask for a preprocessor.
+
+        Args:
+          path: a model name, folder or checkpoint, as `--init_checkpoint` takes it.
+          sequence_length: tokens per packed row; None: 128, or the model's
+            `max_position_embeddings` when that is smaller. A longer one than
+            the position embeddings is refused.
+          do_lower_case: True or False to override the folder's casing.
+          **kwargs: the model's arguments (`num_labels=2`) and BertConfig fields
+            to override; `preprocessor=None` for packed inputs only. See
+            `modeling.pretrained.load_task_model`.
+
+        Examples:
+
+        >>> model = BertClassifier.from_pretrained("uncased_L-12_H-768_A-12", num_labels=2)
+        >>> model.compile()
+        >>> model.fit(["a fine film", "a dull film"], [1, 0], epochs=1)
         """
         check_source(path)
-        if do_lower_case is not None and not isinstance(do_lower_case, bool):
-            raise TypeError(f"do_lower_case must be True, False or None (the folder's "
-                            f"casing), got {do_lower_case!r}")
-        if sequence_length is not None:
-            sequence_length = check_integer("sequence_length", sequence_length)
+        if "preprocessor" in kwargs:
+            if sequence_length is not None or do_lower_case is not None:
+                raise ValueError("give either preprocessor=... or sequence_length / "
+                                 "do_lower_case (which build the folder's preprocessor), "
+                                 "not both")
+        elif sequence_length is not None or do_lower_case is not None or (
+                cls.reads_text() and model_files(path)[1] is not None):
             kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
-        return load_task_model(cls, path, **kwargs)
+        return super().from_pretrained(path, **kwargs)
+
+    @classmethod
+    def reads_text(cls) -> bool:
+        """Whether the model takes raw text (it has the hooks), so gets a preprocessor by default."""
+        return cls._text_columns is not TextTaskMixin._text_columns
 
     def build(self, input_shape=None):
         # Every weight exists once __init__ returns; a `.keras` reload calls this.
@@ -182,14 +208,47 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
     `bilstm_units > 0` reads the sequence with a randomly initialized
     bidirectional LSTM and classifies from its two final states, Table 5's
     "+ BiLSTM" row: it gives the left-to-right model a right-to-left reading.
+
+    Args:
+      config: the encoder's hyperparameters.
+      num_labels: classes; 1 for regression (one score, mean squared error).
+      causal: the left-to-right model, classifying from the last real token.
+      lm_aux_weight: with `causal`, GPT's auxiliary language-model loss weight.
+      both_orders: with `causal`, encode a pair in both orders and add them
+        (GPT's similarity input); inputs are then [batch, 2, seq].
+      bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
+      label_names: a name per class, in order: labels in and out by name.
+      multi_label: each label a yes/no of its own (a sigmoid each, binary
+        cross-entropy); labels are label sets.
+      threshold: with `multi_label`, the probability above which a label is
+        predicted, in (0, 1).
+      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+
+    Examples:
+
+    >>> model = BertClassifier.from_pretrained("uncased_L-12_H-768_A-12", num_labels=2,
+    ...                                        label_names=["negative", "positive"])
+    >>> model.compile()
+    >>> model.fit(["a fine film", "a dull film"], ["positive", "negative"], epochs=2)
+    >>> model.predict_labels(["a fine plot"])
+    ['positive']
     """
 
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
                  lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
-                 label_names: list[str] | None = None, **kwargs):
+                 label_names: list[str] | None = None, multi_label: bool = False,
+                 threshold: float = 0.5, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         num_labels = check_integer("num_labels", num_labels)
         lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
+        multi_label = check_flag("multi_label", multi_label)
+        threshold = check_threshold(threshold)
+        if multi_label and num_labels < 2:
+            raise ValueError(f"multi_label=True needs num_labels >= 2, got {num_labels}: one "
+                             "yes/no label is a two-class single-label model")
+        if threshold != 0.5 and not multi_label:
+            raise ValueError(f"threshold={threshold} applies to multi_label=True; a "
+                             "single-label model predicts its most probable class")
         super().__init__(config, causal=causal, **kwargs)
         if lm_aux_weight and not causal:
             raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
@@ -198,7 +257,8 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
                              "model (causal=True); a bidirectional model sees both texts")
         self.keep_settings(num_labels=num_labels, lm_aux_weight=lm_aux_weight,
                            both_orders=both_orders, bilstm_units=bilstm_units,
-                           label_names=check_label_names(label_names, num_labels))
+                           label_names=check_label_names(label_names, num_labels),
+                           multi_label=multi_label, threshold=threshold)
         self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
         self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.classifier = OutputProjection(num_labels, self.summary_size,
@@ -242,7 +302,23 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
 @keras.saving.register_keras_serializable(package="bert")
 class BertMultipleChoice(_FineTuningModel):
     """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]
-    (from the last token under `causal`, GPT's multiple-choice input)."""
+    (from the last token under `causal`, GPT's multiple-choice input).
+
+    It takes packed inputs [batch, choices, seq] (`tasks.classification`
+    builds them from SWAG) and returns [batch, choices] scores.
+
+    Args:
+      config: the encoder's hyperparameters.
+      causal: the left-to-right model, scoring each choice at its last token.
+      **kwargs: Keras model arguments (`name`, `dtype`).
+
+    Examples:
+
+    >>> model = BertMultipleChoice.from_pretrained("uncased_L-12_H-768_A-12")
+    >>> ids = np.ones((1, 4, 16), np.int32)
+    >>> model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids}).shape
+    TensorShape([1, 4])
+    """
 
     def __init__(self, config: BertConfig, causal: bool = False, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
@@ -302,7 +378,19 @@ class _SequenceModel(_FineTuningModel):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertSpanModel(SpanTextMixin, _SequenceModel):
-    """SQuAD: start and end logits per position (the paper's vectors S and E)."""
+    """SQuAD: start and end logits per position (the paper's vectors S and E).
+
+    Args:
+      config: the encoder's hyperparameters.
+      bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
+      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+
+    Examples:
+
+    >>> model = BertSpanModel.from_pretrained("squad_output_dir")
+    >>> model.predict_answers(["Where does John live?"], ["John lives in Paris."])
+    ['Paris.']
+    """
 
     def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
         kwargs.setdefault("name", "bert_span")
@@ -321,7 +409,24 @@ class BertSpanModel(SpanTextMixin, _SequenceModel):
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertTokenTagger(WordTaggerMixin, _SequenceModel):
-    """Token tagging (NER): K logits at every position, no CRF, as the paper."""
+    """Token tagging (NER): K logits at every position, no CRF, as the paper.
+
+    Args:
+      config: the encoder's hyperparameters.
+      num_labels: tags.
+      bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
+      label_names: a name per tag, in order: tags in and out by name.
+      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+
+    Examples:
+
+    >>> model = BertTokenTagger.from_pretrained("cased_L-12_H-768_A-12", num_labels=3,
+    ...                                         label_names=["O", "B-PER", "B-LOC"])
+    >>> model.compile()
+    >>> model.fit([["John", "lives", "in", "Paris"]], [["B-PER", "O", "O", "B-LOC"]])
+    >>> model.predict_labels([["Mary", "lives", "in", "Rome"]])
+    [['B-PER', 'O', 'O', 'B-LOC']]
+    """
 
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
                  label_names: list[str] | None = None, **kwargs):

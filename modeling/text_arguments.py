@@ -12,7 +12,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import FieldError, check_integer, is_number
+from core.arguments import FieldError, check_integer, check_number, is_number
 from modeling.labels import as_list
 
 DEFAULT_BATCH_SIZE = 32  # Keras' own default for arrays
@@ -123,9 +123,29 @@ def epoch_steps(x, batch_size: int | None, steps_per_epoch: int | None,
         return count if count > 0 else None
     first = next(iter(x.values())) if isinstance(x, dict) else x
     examples = len(first)
-    if validation_split:  # Keras keeps the first floor(N (1 - split)) examples for training
-        examples = int(math.floor(examples * (1.0 - validation_split)))
+    if validation_split:
+        examples = split_point(examples, validation_split)
     return math.ceil(examples / (batch_size or DEFAULT_BATCH_SIZE))
+
+
+def split_point(count: int, validation_split: float) -> int:
+    """How many of `count` examples train when `validation_split` holds out the last ones.
+
+    Keras' rule: the first floor(N (1 - split)) examples train, the rest
+    validate; a split that leaves either side empty is refused.
+
+    Args:
+      count: the examples given to `fit`.
+      validation_split: the share held out, in (0, 1).
+    """
+    validation_split = check_number("validation_split", validation_split, 0.0, 1.0, above=True,
+                                    below=True)
+    at = int(math.floor(count * (1.0 - validation_split)))
+    if at == 0 or at == count:
+        raise FieldError("{validation_split}={0} of {1} examples leaves "
+                         + ("none to train on" if at == 0 else "none to validate on")
+                         + ": give more examples or another split", validation_split, count)
+    return at
 
 
 def folder_argument(name: str, value) -> str | None:

@@ -38,7 +38,6 @@ from modeling.pretrained import check_source, load_config
 from modeling.sentence_transformers_folder import POOLING_KEYS, read_sentence_settings
 
 POOLING_MODES = tuple(POOLING_KEYS)
-DEFAULT_SEQUENCE_LENGTH = 128
 _DEFAULT_BATCH_SIZE = 32
 
 
@@ -121,9 +120,8 @@ class BertTextEmbedder(ConfigurableModel):
         settings = read_sentence_settings(folder) if folder.is_dir() else None
         model_folder = settings.model_folder if settings else folder
         config = load_config(model_folder)
-        if sequence_length is None:
-            sequence_length = min((settings and settings.max_seq_length)
-                                  or DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
+        if sequence_length is None and settings and settings.max_seq_length:
+            sequence_length = min(settings.max_seq_length, config.max_position_embeddings)
         preprocessor = load_preprocessor(model_folder, sequence_length, do_lower_case)
         if settings and settings.lowercases_text and not preprocessor.tokenizer.do_lower_case:
             raise ConfigError(f"{folder}: sentence_bert_config.json lowercases text before a "

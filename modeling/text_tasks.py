@@ -21,7 +21,9 @@ are not finite, keeping the weights from before it (`modeling.divergence`);
 with `resume_dir` a killed `fit` called again continues to the same weights,
 bit for bit (`modeling.resume`, `modeling.example_order`); with `log_dir`
 it writes the loss and the learning rate for TensorBoard
-(`modeling.training_logs`).
+(`modeling.training_logs`). `validation_split` holds out the last texts (and
+their labels and weights) as Keras holds out the last rows of arrays, before
+they are packed, so the schedule is sized by the texts that train.
 
 Every argument is checked in Python before Keras builds a dataset: counts,
 rates, labels (by the task's hooks), sample weights, empty inputs
@@ -48,7 +50,7 @@ from modeling.optimization import create_optimizer, plan
 from modeling.resume import ResumeFolder, SaveCheckpoints
 from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
                                      example_count, folder_argument, is_raw_text, kind,
-                                     optional_count, rows, sample_weights)
+                                     optional_count, rows, sample_weights, split_point)
 from modeling.training_logs import LogScalars
 
 AUTO = "auto"
@@ -160,13 +162,20 @@ class TextTaskMixin:
             raise ValueError(f"resume_dir needs x as raw text in Python lists or arrays, got "
                              f"{kind(x)}: fit can restore the place of a killed run only in "
                              "an order it draws itself")
-        if is_raw_text(x) and kwargs.get("validation_split"):
-            raise ValueError("validation_split splits arrays, not raw text: pass "
-                             "validation_data=(texts, labels)")
+        validation_split = kwargs.pop("validation_split", None) if in_order else None
+        if is_raw_text(x) and not in_order and kwargs.get("validation_split"):
+            raise ValueError("validation_split splits texts given as Python lists or arrays, "
+                             "not a dataset: pass validation_data=dataset")
+        if validation_split and validation_data is not None:
+            raise ValueError("validation_split and validation_data both say what to validate "
+                             "on: give one")
         if in_order:
-            order = ExampleOrder(*self._text_columns_checked(x, y, sample_weight, call="fit",
-                                                             needs_labels=True),
-                                 batch_size or DEFAULT_BATCH_SIZE, bool(shuffle))
+            columns, count = self._text_columns_checked(x, y, sample_weight, call="fit",
+                                                        needs_labels=True)
+            if validation_split:
+                columns, count, validation_data = self._split_off_validation(
+                    columns, count, validation_split, batch_size)
+            order = ExampleOrder(columns, count, batch_size or DEFAULT_BATCH_SIZE, bool(shuffle))
             per_epoch = steps_per_epoch or order.batches_per_pass
         else:
             if is_raw_text(x):  # a dataset of raw text, batched by its maker
@@ -211,6 +220,18 @@ class TextTaskMixin:
         if diverged is not None:
             raise diverged
         return history
+
+    def _split_off_validation(self, columns: tuple, count: int, validation_split: float,
+                              batch_size: int | None) -> tuple[tuple, int, tf.data.Dataset]:
+        """(training columns, their count, the validation dataset): the last examples held
+        out as Keras' `validation_split` holds them out of arrays (`split_point`), before
+        packing, so the schedule counts the training part alone."""
+        at = split_point(count, validation_split)
+        train = tf.nest.map_structure(lambda column: column[:at], columns)
+        held_out = tf.nest.map_structure(lambda column: column[at:], columns)
+        batched = tf.data.Dataset.from_tensor_slices(held_out).ragged_batch(
+            batch_size or DEFAULT_BATCH_SIZE)
+        return train, at, self.text_dataset(batched)
 
     def _plan_steps(self, per_epoch: int | None, epochs: int) -> None:
         """With `compile()`'s recipe, the optimizer with its schedule over the steps to run."""

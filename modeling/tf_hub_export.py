@@ -54,9 +54,9 @@ import tensorflow as tf
 
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from modeling.encoder import BertEncoder
+from modeling.encoder import BertEncoder, load_encoder
 from modeling.export_sources import export_source, source_paths
-from modeling.pretrained import load_config, load_encoder, load_tokenizer
+from modeling.pretrained import load_config, load_tokenizer
 from modeling.quantization import check_quantize, is_quantized, portable_tracing
 from text.graph_checks import guarded
 from text.sentence_pairs import pack_ragged
@@ -87,6 +87,11 @@ def export_tf_hub(source: Any, folder: str | os.PathLike,
         never the model given); None exports it as it is.
 
     Every argument is checked before the weights are loaded.
+
+    Examples:
+
+    >>> export_tf_hub("uncased_L-12_H-768_A-12", "bert_hub")
+    PosixPath('bert_hub')
     """
     check_quantize(quantize, "tf_hub", None)
     check_export_folder(folder, "tf_hub", source_paths(source))

@@ -35,6 +35,7 @@ from core.arguments import FieldError, check_integer
 from core.export_folder import check_export_folder, export_folder
 from modeling import exports
 from modeling.export_sources import ExportSource, export_source, source_paths
+from modeling.preprocessor import DEFAULT_SEQUENCE_LENGTH
 from modeling.quantization import QuantizableModel, check_quantize
 from modeling.task_models import BertClassifier, BertSpanModel, BertTokenTagger
 from modeling.text_embedder import BertTextEmbedder
@@ -48,7 +49,6 @@ from tasks.serving_tagging import TaggerServing, export_tagger
 from tasks.squad import SquadTask
 
 FORMATS = (*exports.FORMATS, "saved_model", "embedder", *NUMERIC_FORMATS)
-DEFAULT_SEQUENCE_LENGTH = 128
 
 
 def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,

@@ -87,17 +87,23 @@ def export(module: RawTextServing, path: str, signatures: dict) -> str:
 
 
 class ClassifierServing(RawTextServing):
-    """`serve(text_a[, text_b])` -> {"probabilities" [N, K]} or {"score" [N]} for regression."""
+    """`serve(text_a[, text_b])` -> {"probabilities" [N, K], "label" [N]}, {"score" [N]} for
+    regression, or for a multi-label model {"probabilities" [N, K] (a sigmoid each),
+    "predicted" [N, K] (above its threshold)}, labels.txt naming the K columns."""
 
     def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None):
         super().__init__(model, tokenizer, max_seq_length, labels, name="classifier_serving")
         self.is_regression = labels is None
         self.both_orders = getattr(model, "both_orders", False)
+        self.threshold = model.threshold if getattr(model, "multi_label", False) else None
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = self._model(trim_padding(features), training=False)
         if self.is_regression:
             return {"score": logits}
+        if self.threshold is not None:  # multi-label: a yes/no per label
+            probabilities = tf.sigmoid(tf.cast(logits, tf.float32))
+            return {"probabilities": probabilities, "predicted": probabilities > self.threshold}
         probabilities = tf.nn.softmax(logits, axis=-1)
         return {"probabilities": probabilities,
                 "label": tf.gather(self.labels, tf.argmax(probabilities, axis=-1))}

@@ -27,13 +27,15 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from core.arguments import FieldError
 from core.task_names import canonical_key
 from data_prep.datasets import glue_tasks
 from data_prep.datasets.glue_tasks import Column, InputExample, SplitFile, TaskSpec
 from text.sentence_pairs import pack_ids
 
-__all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "convert_both_orders",
-           "convert_examples", "get_processor", "majority_class", "write_submission"]
+__all__ = ["ConvertedExamples", "InputExample", "TaskProcessor", "check_label_delimiter",
+           "convert_both_orders", "convert_examples", "get_processor", "majority_class",
+           "write_submission"]
 
 class TaskProcessor:
     """Reads one task's splits from a data folder in its distribution layout."""
@@ -64,7 +66,8 @@ class TaskProcessor:
         examples = self._read(data_dir, "train", self.spec.train,
                               skip_short_rows=self.spec.skip_short_train_rows)
         if self._labels is None and self._labels_from_train:
-            self._labels = sorted({example.label for example in examples})
+            self._labels = sorted({label for example in examples
+                                   for label in _label_set(example.label)})
         return examples
 
     def dev_sets(self, data_dir: str) -> dict[str, list[InputExample]]:
@@ -116,7 +119,8 @@ def get_processor(task_name: str, *, tsv_text_a_column: Column | None = None,
                   tsv_text_b_column: Column | None = None,
                   tsv_label_column: Column | None = None,
                   tsv_labels: Sequence[str] | str | None = None,
-                  tsv_has_header: bool = True) -> TaskProcessor:
+                  tsv_has_header: bool = True,
+                  tsv_label_delimiter: str | None = None) -> TaskProcessor:
     """The processor for a GLUE task (any case; "sst2", "stsb" accepted) or "tsv" (user data).
 
     For "tsv", `<data_dir>/train.tsv`, `dev.tsv` and `test.tsv` hold the text
@@ -124,12 +128,14 @@ def get_processor(task_name: str, *, tsv_text_a_column: Column | None = None,
     or 0-based positions (digit strings count as positions when no header
     has that name). Without `tsv_text_b_column` the task is single-text.
     Without `tsv_labels` (a list or a comma-separated string), the labels are
-    the distinct training labels, sorted.
+    the distinct training labels, sorted. A `tsv_label_delimiter` makes the
+    label column a label set (multi-label): labels separated by it, an
+    empty cell for none.
     """
     key = canonical_key(task_name)
     if key == "tsv":
         return _tsv_processor(tsv_text_a_column, tsv_text_b_column, tsv_label_column,
-                              tsv_labels, tsv_has_header)
+                              tsv_labels, tsv_has_header, tsv_label_delimiter)
     if key not in glue_tasks.TASKS:
         known = ", ".join(spec.name for spec in glue_tasks.TASKS.values())
         raise ValueError(f"unknown task {task_name!r}; known tasks: {known}, tsv")
@@ -137,7 +143,8 @@ def get_processor(task_name: str, *, tsv_text_a_column: Column | None = None,
 
 
 def _tsv_processor(text_a: Column | None, text_b: Column | None, label: Column | None,
-                   labels: Sequence[str] | str | None, has_header: bool) -> TaskProcessor:
+                   labels: Sequence[str] | str | None, has_header: bool,
+                   label_delimiter: str | None) -> TaskProcessor:
     if text_a is None or label is None:
         raise ValueError("the tsv task needs the text column and the label column "
                          "(tsv_text_a_column, tsv_label_column)")
@@ -153,7 +160,10 @@ def _tsv_processor(text_a: Column | None, text_b: Column | None, label: Column |
     if labels is not None and len(set(labels)) != len(labels):
         raise ValueError(f"the tsv label list repeats a label: {list(labels)}")
     text_a, text_b, label = columns
-    train = SplitFile(("train.tsv",), text_a, text_b, label, has_header=has_header)
+    if label_delimiter is not None:
+        check_label_delimiter(label_delimiter)
+    train = SplitFile(("train.tsv",), text_a, text_b, label, has_header=has_header,
+                      label_delimiter=label_delimiter)
     spec = TaskSpec(
         name="TSV", labels=tuple(labels) if labels else None, train=train,
         dev={"dev": dataclasses.replace(train, paths=("dev.tsv",))},
@@ -161,20 +171,37 @@ def _tsv_processor(text_a: Column | None, text_b: Column | None, label: Column |
     return TaskProcessor(spec, labels_from_train=not labels)
 
 
+def check_label_delimiter(delimiter: str) -> str:
+    """`delimiter` if it can separate a label set's labels in a TSV cell: visible, no tab."""
+    if not isinstance(delimiter, str) or not delimiter or delimiter.isspace() or "\t" in delimiter:
+        raise FieldError("{tsv_label_delimiter} must be visible characters other than a tab, "
+                         "got {0!r}", delimiter)
+    return delimiter
+
+
+def _label_set(label: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A multi-label example's labels, or a single-label example's one."""
+    return label if isinstance(label, tuple) else (label,)
+
+
 class ConvertedExamples(NamedTuple):
     """`features`: int32 `input_ids`, `input_mask`, `segment_ids` [N, S] and `label_ids` [N]
-    (int32, or float32 for regression); `num_truncated`: examples that lost tokens."""
+    (int32, float32 for regression, or float32 multi-hot [N, K] for label sets);
+    `num_truncated`: examples that lost tokens."""
 
     features: dict[str, np.ndarray]
     num_truncated: int
 
 
 def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length: int,
-                     labels: Sequence[str] | None) -> ConvertedExamples:
+                     labels: Sequence[str] | None,
+                     multi_label: bool = False) -> ConvertedExamples:
     """Packs examples as `[CLS] a [SEP] (b [SEP])`, pairs truncated longest-first.
 
-    `labels` None means regression (float labels). Test examples (label None)
-    get label id 0 / 0.0. Unpack as `features, num_truncated = ...`.
+    `labels` None means regression (float labels); `multi_label` reads each
+    example's label set as a multi-hot row over `labels`. Test examples
+    (label None) get label id 0 / 0.0 (an empty set). Unpack as `features,
+    num_truncated = ...`.
     """
     if not examples:
         raise ValueError("no examples to convert")
@@ -189,14 +216,22 @@ def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length
                         [None if tokens is None else tokenizer.convert_tokens_to_ids(tokens)
                          for tokens in tokens_b],
                         max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
-    features["label_ids"] = np.zeros(len(examples), np.float32 if labels is None else np.int32)
+    features["label_ids"] = (np.zeros((len(examples), len(labels)), np.float32) if multi_label
+                             else np.zeros(len(examples),
+                                           np.float32 if labels is None else np.int32))
     num_truncated = 0
     for i, example in enumerate(examples):
         wanted = len(tokens_a[i]) + 2 + (len(tokens_b[i]) + 1 if tokens_b[i] else 0)
         num_truncated += wanted > max_seq_length
         if example.label is None:
             continue
-        if label_index is None:
+        if multi_label:
+            unknown = [label for label in example.label if label not in label_index]
+            if unknown:
+                raise ValueError(f"example {example.guid}: label {unknown[0]!r} is not one of "
+                                 f"{list(labels)}")
+            features["label_ids"][i, [label_index[label] for label in example.label]] = 1.0
+        elif label_index is None:
             features["label_ids"][i] = float(example.label)
         elif example.label in label_index:
             features["label_ids"][i] = label_index[example.label]
@@ -207,7 +242,8 @@ def convert_examples(examples: Sequence[InputExample], tokenizer, max_seq_length
 
 
 def convert_both_orders(examples: Sequence[InputExample], tokenizer, max_seq_length: int,
-                        labels: Sequence[str] | None) -> ConvertedExamples:
+                        labels: Sequence[str] | None,
+                        multi_label: bool = False) -> ConvertedExamples:
     """Each pair packed as (a, b) and as (b, a): encoder inputs [N, 2, S], `label_ids` [N].
 
     GPT's input for similarity tasks: a left-to-right model reads a pair in
@@ -218,10 +254,11 @@ def convert_both_orders(examples: Sequence[InputExample], tokenizer, max_seq_len
     if single:
         raise ValueError(f"both orders need text pairs; {len(single)} example(s) have one "
                          f"text, the first {single[0]!r}")
-    forward = convert_examples(examples, tokenizer, max_seq_length, labels)
+    forward = convert_examples(examples, tokenizer, max_seq_length, labels, multi_label)
     backward = convert_examples([dataclasses.replace(example, text_a=example.text_b,
                                                      text_b=example.text_a)
-                                 for example in examples], tokenizer, max_seq_length, labels)
+                                 for example in examples], tokenizer, max_seq_length, labels,
+                                multi_label)
     features = {key: np.stack([values, backward.features[key]], axis=1)
                 for key, values in forward.features.items() if key != "label_ids"}
     features["label_ids"] = forward.features["label_ids"]

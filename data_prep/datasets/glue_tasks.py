@@ -40,12 +40,13 @@ Column = str | int  # a header name, or a 0-based position
 
 @dataclasses.dataclass
 class InputExample:
-    """One text or text pair; `label` is a label string, a float (STS-B), or None (test sets)."""
+    """One text or text pair; `label` is a label string, a float (STS-B), a tuple of label
+    strings (a multi-label task's label set, maybe empty), or None (test sets)."""
 
     guid: str
     text_a: str
     text_b: str | None
-    label: str | float | None
+    label: str | float | tuple[str, ...] | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +56,9 @@ class SplitFile:
     `label` is None for unlabelled test files; `guid` names the column kept as
     each example's guid (GLUE's `index`, which the submission must repeat),
     or None to number rows `<split>-<n>` from 0. `optional` files are
-    skipped when absent instead of being an error.
+    skipped when absent instead of being an error. A `label_delimiter`
+    makes the label column a label set: labels separated by it, an empty
+    cell the empty set.
     """
 
     paths: tuple[str, ...]
@@ -65,6 +68,7 @@ class SplitFile:
     has_header: bool = True
     guid: Column | None = None
     optional: bool = False
+    label_delimiter: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,9 +206,13 @@ def parse_rows(path: str, lines: Iterator[str], split: str, split_file: SplitFil
             raise ValueError(f"{path}:{line_number}: {len(fields)} tab-separated columns, "
                              f"at least {needed} needed")
         label = None
-        if label_at is not None:
-            label = _parse_label(fields[label_at].strip(), labels, is_regression,
-                                 f"{path}:{line_number}")
+        where = f"{path}:{line_number}"
+        if label_at is not None and split_file.label_delimiter is not None:
+            label = tuple(dict.fromkeys(
+                _parse_label(part.strip(), labels, False, where)
+                for part in fields[label_at].split(split_file.label_delimiter) if part.strip()))
+        elif label_at is not None:
+            label = _parse_label(fields[label_at].strip(), labels, is_regression, where)
         guid = fields[guid_at].strip() if guid_at is not None else f"{split}-{len(examples)}"
         examples.append(InputExample(guid=guid, text_a=fields[a_at],
                                      text_b=None if b_at is None else fields[b_at], label=label))

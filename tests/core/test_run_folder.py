@@ -96,6 +96,15 @@ class OwnerTest(tf.test.TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(run_folder.FolderOwned, f"^{folder} {message}"):
             run_folder.check_owner(folder, task, config)
 
+    def test_a_setting_a_run_does_not_give_is_kept_and_still_checked(self):
+        folder = self._folder_of("classification:sst-2", {**_CONFIG, "class_weights": "1:3"})
+        run_folder.claim(folder, "classification:sst-2", dict(_CONFIG))  # evaluates only
+        self.assertEqual(run_folder.read_owner(folder)["config"]["class_weights"], "1:3")
+        with self.assertRaisesRegex(run_folder.FolderOwned, "with class_weights=1:3 .*this is "
+                                    "a classification:sst-2 run with class_weights=none"):
+            run_folder.claim(folder, "classification:sst-2", {**_CONFIG,
+                                                              "class_weights": "none"})
+
     def test_a_folder_without_work_goes_to_the_next_run(self):
         folder = self.get_temp_dir()
         run_folder.check_owner(folder, "squad", _CONFIG)

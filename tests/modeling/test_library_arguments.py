@@ -98,7 +98,8 @@ class CountsAndRatesTest(_TinyFolderTest):
 
     def test_from_pretrained_refuses_a_sequence_length_that_is_not_a_count(self):
         with self.assertRaisesRegex(ValueError,
-                                    "sequence_length must be a positive integer, got '16'"):
+                                    r"sequence_length must be an integer from 3 to the model's "
+                                    r"max_position_embeddings \(64\), got '16'"):
             BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length="16")
         with self.assertRaisesRegex(TypeError, "do_lower_case must be True, False or None"):
             BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=16,

@@ -1,14 +1,19 @@
 """One-call loading of models and tokenizers from Google, Hugging Face and our own folders."""
 
 import json
+import os
+import shutil
+from unittest import mock
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from data_prep.corpora.assets import minilm_dir
-from modeling import (BertClassifier, BertConfig, BertEncoder, BertSpanModel, load_config,
-                      load_encoder, load_task_model, load_tokenizer)
+from modeling import (BertClassifier, BertConfig, BertEncoder, BertPreprocessor, BertPretrainer,
+                      BertSpanModel, load_config, load_encoder, load_preprocessor,
+                      load_task_model, load_tokenizer)
 from modeling.checkpoints import (CheckpointError, export_google_checkpoint, export_huggingface,
                                   save_checkpoint, training_checkpoint)
 from modeling.config import ConfigError
@@ -16,6 +21,7 @@ from tests.fixtures import GOLDEN, TINY_CONFIG, TestCase, write_tiny_config
 
 UNCASED_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
 CASED_VOCAB = UNCASED_VOCAB + ["The", "Cat"]
+VOCAB = UNCASED_VOCAB + [f"[unused{index}]" for index in range(TINY_CONFIG["vocab_size"] - 9)]
 
 
 def _inputs() -> dict:
@@ -131,3 +137,95 @@ class PretrainedLoadingTest(TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class FromPretrainedTest(TestCase):
+    """Every public class loads from every source the task models load from."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        root = cls.class_folder()
+        keras.utils.set_random_seed(3)
+        cls.original = BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+        google = root / "google"
+        _write_vocab(google, VOCAB)
+        write_tiny_config(google / "bert_config.json")
+        export_google_checkpoint(cls.original, google / "bert_model.ckpt")
+        hugging_face = root / "hugging_face"
+        _write_vocab(hugging_face, VOCAB)
+        export_huggingface(cls.original, hugging_face, BertConfig.from_dict(TINY_CONFIG))
+        cls.cache = root / "cache"
+        shutil.copytree(google, cls.cache / "models" / "google" / "uncased_L-2_H-128_A-2")
+        shutil.copytree(hugging_face, cls.cache / "models" / "huggingface" / "google-bert" /
+                        "bert-base-uncased")
+        cls.sources = {"google folder": google, "google checkpoint": google / "bert_model.ckpt",
+                       "hugging face folder": hugging_face,
+                       "google name": "uncased_L-2_H-128_A-2",
+                       "hugging face name": "bert-base-uncased"}
+
+    def setUp(self):
+        super().setUp()
+        environment = mock.patch.dict(os.environ, {"BERT_CACHE_DIR": str(self.cache)})
+        environment.start()
+        self.addCleanup(environment.stop)
+
+    def test_encoder_pretrainer_and_task_models_load_every_source(self):
+        outputs = self.original(_pretraining_inputs(), training=False)
+        encoded = self.original.encoder(_inputs(), training=False)
+        for name, source in self.sources.items():
+            with self.subTest(source=name):
+                encoder = BertEncoder.from_pretrained(source)
+                self.assertIsInstance(encoder, BertEncoder)
+                self.assertAllClose(encoder(_inputs(), training=False)["pooled_output"],
+                                    encoded["pooled_output"], atol=1e-6)
+                pretrainer = BertPretrainer.from_pretrained(source, objective="mlm_nsp")
+                got = pretrainer(_pretraining_inputs(), training=False)
+                for key in ("masked_lm_logits", "next_sentence_logits"):
+                    self.assertAllClose(got[key], outputs[key], atol=1e-5)
+                classifier = BertClassifier.from_pretrained(source, num_labels=2)
+                self.assertAllClose(classifier.encoder.embedding_table,
+                                    self.original.encoder.embedding_table)
+        dropout = BertEncoder.from_pretrained(self.sources["google name"],
+                                              hidden_dropout_prob=0.3)
+        self.assertEqual(dropout.config.hidden_dropout_prob, 0.3)
+
+    def test_preprocessor_loads_every_source_as_load_preprocessor(self):
+        for name, source in self.sources.items():
+            with self.subTest(source=name):
+                preprocessor = BertPreprocessor.from_pretrained(source, 16)
+                self.assertEqual(preprocessor.vocabulary, VOCAB)
+                self.assertEqual(preprocessor.sequence_length, 16)
+                self.assertTrue(preprocessor.tokenizer.do_lower_case)
+                self.assertAllEqual(preprocessor(["the cats sat"])["input_ids"],
+                                    [[2, 5, 6, 7, 8, 3] + [0] * 10])
+        # No length: 128, or fewer when the model has fewer positions (the tiny one has 64).
+        self.assertEqual(BertPreprocessor.from_pretrained(self.sources["google folder"])
+                         .sequence_length, 64)
+        self.assertEqual(load_preprocessor(self.sources["google folder"]).sequence_length, 64)
+        cased = BertPreprocessor.from_pretrained(self.sources["hugging face name"], 8,
+                                                 do_lower_case=False)
+        self.assertFalse(cased.tokenizer.do_lower_case)
+
+    def test_bad_sources_and_settings_are_refused_by_name(self):
+        for model_class in (BertEncoder, BertPretrainer, BertPreprocessor):
+            with self.subTest(model_class=model_class.__name__):
+                with self.assertRaisesRegex(TypeError, r"must be a model folder, checkpoint or "
+                                                       r"model name .* got None"):
+                    model_class.from_pretrained(None)
+                with self.assertRaisesRegex(ConfigError, "'uncased_L-2_H-128_A-3' is neither a "
+                                                         "local file or folder nor a known model "
+                                                         "name; did you mean"):
+                    model_class.from_pretrained("uncased_L-2_H-128_A-3")
+        with self.assertRaisesRegex(ValueError, r"sequence_length must be an integer from 3 to "
+                                                r"the model's max_position_embeddings \(64\), "
+                                                r"got 65"):
+            BertPreprocessor.from_pretrained(self.sources["google name"], 65)
+        with self.assertRaisesRegex(TypeError, "do_lower_case must be True, False or None"):
+            BertPreprocessor.from_pretrained(self.sources["google name"], 8, do_lower_case="no")
+        with self.assertRaisesRegex(ValueError, "unknown pre-training objective 'nsp'"):
+            BertPretrainer.from_pretrained(self.sources["google folder"], objective="nsp")
+
+
+def _pretraining_inputs() -> dict:
+    return {**_inputs(), "masked_lm_positions": tf.constant([[1, 2], [2, 0]], tf.int32)}

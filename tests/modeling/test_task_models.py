@@ -1,15 +1,19 @@
 """Fine-tuning heads: shapes, checkpoint names, the causal classifier and its LM loss."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling.checkpoints import load_weights, save_checkpoint
+from modeling.checkpoints import export_google_checkpoint, load_weights, save_checkpoint
+from modeling.config import ConfigError
+from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
-from tests.fixtures import tiny_config
+from tests.fixtures import tiny_config, write_tiny_config
 from tests.modeling.harness import KerasTestCase
+from tests.modeling.tiny_folder import TinyFolderTestCase
 
 CONFIG = tiny_config()
 VOCAB = CONFIG.vocab_size
@@ -212,6 +216,56 @@ class TaskModelsTest(KerasTestCase):
         for ours, reference in zip(gradients, full_gradients):
             self.assertAllClose(tf.convert_to_tensor(ours).numpy(),
                                 tf.convert_to_tensor(reference).numpy(), rtol=1e-4, atol=1e-6)
+
+
+class DefaultPreprocessorTest(TinyFolderTestCase):
+    """`from_pretrained(name, num_labels=2).fit(strings, labels)` works without a length."""
+
+    def test_a_classifier_from_a_folder_fits_and_predicts_strings_with_no_length_given(self):
+        keras.utils.set_random_seed(0)
+        model = BertClassifier.from_pretrained(self.folder, num_labels=2)
+        self.assertEqual(model.preprocessor.sequence_length, 64)  # the tiny model's positions
+        model.compile()
+        history = model.fit(["a fine film", "a dull film"], [1, 0], epochs=1, verbose=0)
+        self.assertTrue(np.isfinite(history.history["loss"][0]))
+        self.assertEqual(model.predict(["a fine film"], verbose=0).shape, (1, 2))
+        tagger = BertTokenTagger.from_pretrained(self.folder, num_labels=3)
+        self.assertLen(tagger.predict_labels([["john", "lives", "in", "paris"]])[0], 4)
+        span = BertSpanModel.from_pretrained(self.folder)
+        self.assertEqual(span.preprocessor.sequence_length, 64)
+        # Multiple choice reads packed [batch, choices, seq] only: no preprocessor unless asked.
+        self.assertIsNone(BertMultipleChoice.from_pretrained(self.folder).preprocessor)
+
+    def test_the_default_is_128_where_the_model_has_more_positions(self):
+        folder = self.root / "long"
+        folder.mkdir()
+        (folder / "vocab.txt").write_text((self.folder / "vocab.txt").read_text())
+        write_tiny_config(folder / "bert_config.json", max_position_embeddings=512)
+        export_google_checkpoint(BertEncoder(tiny_config(max_position_embeddings=512)),
+                                 folder / "bert_model.ckpt")
+        model = BertClassifier.from_pretrained(folder, num_labels=2)
+        self.assertEqual(model.preprocessor.sequence_length, 128)
+        self.assertEqual(BertClassifier.from_pretrained(folder, num_labels=2, sequence_length=512)
+                         .preprocessor.sequence_length, 512)
+
+    def test_longer_than_the_positions_is_refused_and_packed_only_stays_possible(self):
+        with self.assertRaisesRegex(ValueError, r"sequence_length must be an integer from 3 to "
+                                                r"the model's max_position_embeddings \(64\), "
+                                                r"got 65"):
+            BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=65)
+        packed = BertClassifier.from_pretrained(self.folder, num_labels=2, preprocessor=None)
+        self.assertIsNone(packed.preprocessor)
+        with self.assertRaisesRegex(ValueError, "give either preprocessor=... or "
+                                                "sequence_length / do_lower_case"):
+            BertClassifier.from_pretrained(self.folder, num_labels=2, preprocessor=None,
+                                           sequence_length=16)
+        bare = self.root / "bare"  # a checkpoint and config without a vocabulary
+        bare.mkdir()
+        write_tiny_config(bare / "bert_config.json")
+        export_google_checkpoint(BertEncoder(CONFIG), bare / "bert_model.ckpt")
+        self.assertIsNone(BertClassifier.from_pretrained(bare, num_labels=2).preprocessor)
+        with self.assertRaisesRegex(ConfigError, "no vocabulary file"):
+            BertClassifier.from_pretrained(bare, num_labels=2, sequence_length=16)
 
 
 if __name__ == "__main__":

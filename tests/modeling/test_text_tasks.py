@@ -128,6 +128,32 @@ class TextClassifierTest(TestCase):
         self.assertEqual(schedule.num_train_steps, 4)
         self.assertEqual(int(model.optimizer.iterations), 4)
 
+    @pytest.mark.slow
+    def test_validation_split_holds_out_the_last_texts_and_the_schedule_counts_the_rest(self):
+        names = ["neg", "pos"]
+        model = self._classifier(label_names=names)
+        model.compile()
+        pairs = list(zip(TEXTS, reversed(TEXTS)))
+        by_name = [names[y] for y in LABELS]
+        # Keras' rule: floor(8 x (1 - 0.3)) = 5 train (3 steps of 2), the last 3 validate.
+        history = model.fit(pairs, by_name, batch_size=2, epochs=2, validation_split=0.3,
+                            verbose=0)
+        schedule = keras.saving.deserialize_keras_object(
+            model.optimizer.get_config()["learning_rate"])
+        self.assertEqual((schedule.num_train_steps, int(model.optimizer.iterations)), (6, 6))
+        held_out = model.evaluate(pairs[5:], by_name[5:], batch_size=2, verbose=0,
+                                  return_dict=True)
+        self.assertAllClose(history.history["val_loss"][-1], held_out["loss"])
+        self.assertAllClose(history.history["val_accuracy"][-1], held_out["accuracy"])
+        with self.assertRaisesRegex(ValueError, r"^validation_split=0.9 of 8 examples leaves "
+                                    "none to train on"):
+            model.fit(TEXTS, LABELS, validation_split=0.9, verbose=0)
+        with self.assertRaisesRegex(ValueError, r"^validation_split must be"):
+            model.fit(TEXTS, LABELS, validation_split=1.0, verbose=0)
+        with self.assertRaisesRegex(ValueError, "^validation_split and validation_data both"):
+            model.fit(TEXTS, LABELS, validation_split=0.5, verbose=0,
+                      validation_data=(TEXTS, LABELS))
+
     def test_a_reloaded_model_keeps_the_plan_not_a_placeholder_schedule(self):
         model = self._classifier()
         model.compile(learning_rate=2e-5, warmup_proportion=0.2)
@@ -150,7 +176,8 @@ class TextClassifierTest(TestCase):
         self.assertIn("(None, 2)", "\n".join(lines))
 
     def test_text_needs_a_preprocessor_and_label_names_must_fit(self):
-        packed_only = BertClassifier.from_pretrained(self.folder, num_labels=2)
+        packed_only = BertClassifier.from_pretrained(self.folder, num_labels=2,
+                                                     preprocessor=None)
         self.assertIsNone(packed_only.preprocessor)
         with self.assertRaisesRegex(ValueError, r"no preprocessor.*sequence_length=N"):
             packed_only.predict(TEXTS)

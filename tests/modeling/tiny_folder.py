@@ -2,10 +2,12 @@
 
 from pathlib import Path
 
+import keras
+
 from modeling.checkpoints import export_google_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from tests.fixtures import TINY_CONFIG, write_tiny_config
+from tests.fixtures import TINY_CONFIG, TestCase, write_tiny_config
 
 WORDS = ["the", "a", "film", "fine", "dull", "great", "boring", "plot", "acting", "is", "was",
          "cat", "sat", "on", "mat", "john", "lives", "in", "paris", "what", "where", "who",
@@ -23,3 +25,14 @@ def tiny_folder(root: Path, name: str = "tiny") -> Path:
     export_google_checkpoint(BertEncoder(BertConfig.from_dict(TINY_CONFIG)),
                              folder / "bert_model.ckpt")
     return folder
+
+
+class TinyFolderTestCase(TestCase):
+    """A test class whose tests read one tiny model folder (`cls.folder`, under `cls.root`)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = cls.class_folder()
+        keras.utils.set_random_seed(0)  # the same weights whichever tests ran before
+        cls.folder = tiny_folder(cls.root)

@@ -75,13 +75,17 @@ def _own_pairs(tmp_path) -> dict:
             "tsv_text_b_column": "second", "tsv_label_column": "verdict", "num_train_epochs": 2}
 
 
-class RunClassifierTest(TestCase, parameterized.TestCase):
+class Sst2FolderTestCase(TestCase):
+    """Tests reading SST-2's tiny files, vocabulary and config from `cls.sst2`."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.root = cls.class_folder()
         cls.sst2 = _sst2(cls.root)
+
+
+class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def _assert_succeeded(self, result: subprocess.CompletedProcess) -> None:
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])

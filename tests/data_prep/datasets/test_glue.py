@@ -249,6 +249,29 @@ class GlueTest(TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "label column"):
             get_processor("tsv", tsv_text_a_column="text")
 
+    def test_user_tsv_label_sets_read_and_packed_multi_hot(self):
+        tmp_path = self.tmp_path()
+        header = ["text", "topics"]
+        write(tmp_path, "train.tsv", [header, ["the cat", "pets|cats"], ["a dog", " pets "],
+                                      ["it ran", ""], ["the mat", "cats|cats"]])
+        write(tmp_path, "dev.tsv", [header, ["a cat", "cats|birds"]])
+        processor = get_processor("tsv", tsv_text_a_column="text", tsv_label_column="topics",
+                                  tsv_label_delimiter="|")
+        train = processor.train_examples(str(tmp_path))
+        self.assertEqual([e.label for e in train], [("pets", "cats"), ("pets",), (), ("cats",)])
+        self.assertEqual(processor.labels, ["cats", "pets"])  # the training sets' union, sorted
+        with self.assertRaisesRegex(ValueError, r"dev\.tsv:2: label 'birds' is not one of "
+                                                r"\['cats', 'pets'\]"):
+            processor.dev_sets(str(tmp_path))
+        features, _ = convert_examples(train, self.tokenizer, 8, processor.labels,
+                                       multi_label=True)
+        self.assertAllEqual(features["label_ids"], [[1, 1], [0, 1], [0, 0], [1, 0]])
+        self.assertEqual(features["label_ids"].dtype, np.float32)
+        for delimiter in ("", " ", "\t"):
+            with self.assertRaisesRegex(ValueError, "^tsv_label_delimiter must be visible"):
+                get_processor("tsv", tsv_text_a_column="text", tsv_label_column="topics",
+                              tsv_label_delimiter=delimiter)
+
     def test_convert_examples_packs_pairs_and_counts_truncation(self):
         vocab = self.tokenizer.vocab
         examples = [InputExample("0", "The cat sat on the mat.", "A dog", "1"),

@@ -1,0 +1,109 @@
+"""Class weights for imbalanced labels: read from a spec, balanced from counts, applied in the loss.
+
+A classifier trained on 90% of one label learns to answer that label. The
+usual remedy weighs each example's loss by its class's weight, as Keras'
+`fit(class_weight=...)` does: the batch's loss is the mean over its
+examples of weight x cross-entropy (Keras' default `sum_over_batch_size`
+reduction; a class without a weight counts 1). "Balanced" weights are
+scikit-learn's: N / (K x count of the class), so every class carries the
+same total weight; a class absent from the training data gets 1, since no
+example of it is ever weighed.
+
+The spec is one string, so a command line and a settings file carry it
+alike: `balanced`, or `label:weight` pairs separated by commas
+(`neg:1,pos:4`), labels named as the task names them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from keras import ops
+
+from core.arguments import FieldError
+from modeling.pretrainer import cross_entropy
+
+BALANCED = "balanced"
+
+
+def parse_class_weights(spec: str, field: str = "class_weights") -> dict[str, float] | str:
+    """`BALANCED`, or {label: weight} from `label:weight,...`; refuses what is not a weight.
+
+    Args:
+      spec: "balanced", or comma-separated `label:weight` pairs.
+      field: the settings field the spec came from, named in messages.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise FieldError(f"{{{field}}} must be {BALANCED!r} or label:weight pairs separated "
+                         "by commas (e.g. neg:1,pos:4), got {0!r}", spec)
+    if spec.strip() == BALANCED:
+        return BALANCED
+    weights: dict[str, float] = {}
+    for pair in spec.split(","):
+        label, colon, number = pair.strip().rpartition(":")
+        if not colon or not label:
+            raise FieldError(f"{{{field}}}: {{0!r}} is not label:weight; give {BALANCED!r} "
+                             "or label:weight pairs separated by commas (e.g. neg:1,pos:4)",
+                             pair.strip())
+        try:
+            weight = float(number)
+        except ValueError:
+            weight = math.nan
+        if not math.isfinite(weight) or weight < 0:
+            raise FieldError(f"{{{field}}}: the weight of {{0!r}} is {{1!r}}; a weight is a "
+                             "finite number >= 0", label, number)
+        if label in weights:
+            raise FieldError(f"{{{field}}} gives label {{0!r}} twice", label)
+        weights[label] = weight
+    if not any(weights.values()):
+        raise FieldError(f"{{{field}}}={{0}} weighs every label 0: nothing would be learned",
+                         spec)
+    return weights
+
+
+def balanced_class_weights(label_ids: Sequence[int], num_labels: int) -> list[float]:
+    """scikit-learn's balanced weights, N / (K x count), in label order (1 for absent labels).
+
+    Args:
+      label_ids: each training example's class index.
+      num_labels: K, the classifier's number of outputs.
+    """
+    counts = np.bincount(np.asarray(label_ids, dtype=np.int64), minlength=num_labels)
+    total = int(counts.sum())
+    return [total / (num_labels * int(count)) if count else 1.0 for count in counts]
+
+
+def resolve_class_weights(spec: str, labels: Sequence[str], label_ids: Sequence[int],
+                          field: str = "class_weights") -> list[float]:
+    """The spec's weights in label order; an explicit spec's unlisted labels weigh 1.
+
+    Args:
+      spec: as `parse_class_weights` reads it.
+      labels: the classifier's label names, in the order of its outputs.
+      label_ids: the training examples' class indices (for "balanced").
+      field: the settings field the spec came from, named in messages.
+    """
+    parsed = parse_class_weights(spec, field)
+    if parsed == BALANCED:
+        return balanced_class_weights(label_ids, len(labels))
+    unknown = [label for label in parsed if label not in labels]
+    if unknown:
+        raise FieldError(f"{{{field}}} names {{0}}, not among the task's labels {{1}}",
+                         ", ".join(map(repr, unknown)), ", ".join(labels))
+    return [parsed.get(label, 1.0) for label in labels]
+
+
+def weighted_classification_loss(weights: Sequence[float]):
+    """The classification loss with each example's cross-entropy times its class's weight,
+    averaged over the batch (as Keras' `class_weight`)."""
+    table = np.asarray(weights, dtype=np.float32)
+
+    def loss(features: dict, logits) -> dict:
+        labels = features["label_ids"]
+        per_example = cross_entropy(labels, logits)
+        scale = ops.take(ops.convert_to_tensor(table), ops.cast(labels, "int32"))
+        return {"loss": ops.mean(per_example * ops.cast(scale, per_example.dtype))}
+
+    return loss
