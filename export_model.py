@@ -1,4 +1,4 @@
-"""Exports a BERT model in Google's TF1, Hugging Face's or TF Hub's layout, or a classifier for serving.
+"""Exports a BERT model in Google's, Hugging Face's or TF Hub's layout, or a task model for serving.
 
     python export_model.py --source=uncased_L-12_H-768_A-12 --format=tf_hub \
         --output_dir=bert_hub --sequence_length=128
@@ -17,12 +17,14 @@ Hugging Face folder, this project's pre-training or fine-tuning
   probabilities, a tagger's tags, a span model's answers, an embedder's vectors);
 - `embedder`: a sentence embedder's SavedModel (`serving_default(text)` ->
   `embedding`), pooled as the source's sentence-transformers files say.
-- `tf_serving` (a fine-tuned classifier): `raw_text/` (the SavedModel on
-  strings), `preprocess/` (strings -> `input_ids`, `input_mask`,
-  `segment_ids`) and `model/<--serving_version>/`, the SavedModel on those
-  ids in TF Serving's layout: no tensorflow-text needed, compiles with XLA;
+- `tf_serving` (a fine-tuned classifier, tagger or span model, or an
+  embedder): `raw_text/` (the SavedModel on strings), `preprocess/` (strings
+  -> `input_ids`, `input_mask`, `segment_ids`, and for a tagger or a span
+  model each word's pieces) and `model/<--serving_version>/`, the SavedModel
+  on those ids in TF Serving's layout: no tensorflow-text needed, compiles
+  with XLA;
 - `tflite` (a fine-tuned classifier): `model.tflite` on the same ids, and
-  `preprocess/`. See `tasks/classifier_export.py`.
+  `preprocess/`. See `tasks/serving_folders.py`.
 
 `--quantize=int8` quantizes the model before a SavedModel export (`tf_hub`,
 a task model's `saved_model`, `tf_serving`); the other formats refuse it.
@@ -47,12 +49,9 @@ from absl import flags, logging
 
 from core import program
 from core.export_folder import check_export_folder
-from tasks.classifier_export import CLASSIFIER_FORMATS, export_classifier_folder
-from tasks.model_exports import FORMATS as MODEL_FORMATS
-from tasks.model_exports import DEFAULT_SEQUENCE_LENGTH, export_model
+from tasks.model_exports import FORMATS, export_model
 
 FLAGS = flags.FLAGS
-FORMATS = MODEL_FORMATS + CLASSIFIER_FORMATS
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -90,14 +89,9 @@ def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
                          f"--format={values.format}")
     check_export_folder(values.output_dir, values.format, [values.source],
                         argument="--output_dir")
-    if values.format in CLASSIFIER_FORMATS:
-        path = export_classifier_folder(values.source, values.output_dir, values.format,
-                                        values.sequence_length or DEFAULT_SEQUENCE_LENGTH,
-                                        values.do_lower_case,
-                                        values.quantize, values.serving_version)
-    else:
-        path = export_model(values.source, values.output_dir, values.format,
-                            values.sequence_length, values.do_lower_case, values.quantize)
+    path = export_model(values.source, values.output_dir, values.format,
+                        values.sequence_length, values.do_lower_case, values.quantize,
+                        values.serving_version)
     logging.info("Wrote %s (%s)", path, values.format)
     print(path)
 

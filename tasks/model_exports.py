@@ -11,7 +11,10 @@ which live with the tasks that define what they serve:
   `serving_embedder`);
 - "embedder": a `BertTextEmbedder`'s vectors; a folder is read as
   `BertTextEmbedder.from_pretrained` reads it (a sentence-transformers
-  folder's pooling and normalization).
+  folder's pooling and normalization);
+- "tf_serving": the same SavedModel split in two as TF Hub's BERT is, the
+  preprocessing on strings and the model on ids, beside the raw-text one;
+  "tflite": a classifier on ids in TFLite (`tasks.serving_folders`).
 
 Each takes what every export takes (`modeling.export_sources`): a model
 object, a `.keras` file, or a folder, checkpoint or name, and writes
@@ -28,7 +31,7 @@ from typing import Any, Callable
 
 import keras
 
-from core.arguments import FieldError
+from core.arguments import FieldError, check_integer
 from core.export_folder import check_export_folder, export_folder
 from modeling import exports
 from modeling.export_sources import ExportSource, export_source, source_paths
@@ -36,18 +39,21 @@ from modeling.preprocessor import DEFAULT_SEQUENCE_LENGTH
 from modeling.quantization import QuantizableModel, check_quantize
 from modeling.task_models import BertClassifier, BertSpanModel, BertTokenTagger
 from modeling.text_embedder import BertTextEmbedder
-from tasks.serving import export_classifier
-from tasks.serving_embedder import export_embedder
-from tasks.serving_span import export_span_model
-from tasks.serving_tagging import export_tagger
+from tasks.serving import ClassifierServing, export_classifier
+from tasks.serving_embedder import EmbedderServing, export_embedder
+from tasks.serving_folders import NUMERIC_FORMATS, check_numeric_format, write_numeric_folder
+from tasks.serving_preprocess import (ClassifierPreprocess, EmbedderPreprocess, SpanPreprocess,
+                                      TaggerPreprocess)
+from tasks.serving_span import SpanServing, export_span_model
+from tasks.serving_tagging import TaggerServing, export_tagger
 from tasks.squad import SquadTask
 
-FORMATS = (*exports.FORMATS, "saved_model", "embedder")
+FORMATS = (*exports.FORMATS, "saved_model", "embedder", *NUMERIC_FORMATS)
 
 
 def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
                  sequence_length: int | None = None, do_lower_case: bool | None = None,
-                 quantize: str | None = None) -> Path:
+                 quantize: str | None = None, serving_version: int = 1) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
     Args:
@@ -58,9 +64,11 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         preprocessor's (an embedder folder's: its `max_seq_length`), else 128.
       do_lower_case: overrides the source's casing.
       quantize: "int8" quantizes the exported model first (`model.quantize`), for
-        "tf_hub" and a task model's "saved_model". It takes folders and `.keras`
+        "tf_hub" and a task model's "saved_model" and "tf_serving". It takes folders and `.keras`
         files: a model object is quantized by its own `quantize`, which changes
         it in place, so this export refuses to do that behind the caller's back.
+        "tflite" refuses it (TFLite has its own quantization).
+      serving_version: "tf_serving": the numeric model's folder, `model/<serving_version>/`.
     """
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
@@ -69,7 +77,9 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         return exports.export_model(source, output_dir, format_name,
                                     sequence_length or DEFAULT_SEQUENCE_LENGTH, do_lower_case,
                                     quantize)
-    check_quantize(quantize, format_name, None)
+    check_quantize(quantize, format_name,
+                   "a float TFLite model" if format_name == "tflite" else None)
+    serving_version = check_integer("serving_version", serving_version)
     if quantize and isinstance(source, keras.Model):
         raise FieldError("{quantize}={0!r} with a model object: call its quantize({0!r}) "
                          "first (it changes the model in place), then export it without "
@@ -87,6 +97,8 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         raise ValueError(f"source holds a {type(model).__name__}, not a BertTextEmbedder: "
                          "give an embedder, its .keras file, or a model folder")
     write = _serving_export(model)
+    if format_name in NUMERIC_FORMATS:
+        check_numeric_format(model, format_name)
     if quantize:
         if not isinstance(model, QuantizableModel):
             raise FieldError("{quantize}={0!r}: a {1} has no int8 path; export it without "
@@ -98,7 +110,13 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
             output_dir, format_name, source_paths(source), argument="output_dir") as staging:
         vocab_file = os.path.join(scratch, "vocab.txt")
         loaded.write_vocabulary(vocab_file, "a SavedModel on raw text")
-        write(loaded.tokenizer(vocab_file), length, staging)
+        tokenizer = loaded.tokenizer(vocab_file)
+        if format_name in NUMERIC_FORMATS:
+            write_numeric_folder(model, staging, format_name, serving_version,
+                                 lambda path, preprocess: write(tokenizer, length, path,
+                                                                preprocess))
+        else:
+            write(tokenizer, length, staging, False)
     return Path(output_dir)
 
 
@@ -110,20 +128,26 @@ def _sequence_length(model, loaded: ExportSource, sequence_length: int | None) -
     return loaded.config.check_sequence_length(sequence_length)
 
 
-def _serving_export(model) -> Callable[[Any, int, str], Any]:
-    """Writes (tokenizer, length, path) the SavedModel whose signature is `model`'s task's."""
+def _serving_export(model) -> Callable[[Any, int, str, bool], Any]:
+    """Writes (tokenizer, length, path, preprocess) the SavedModel whose signature is `model`'s
+    task's; with `preprocess`, its preprocessing alone (`tasks.serving_preprocess`)."""
     if isinstance(model, BertTextEmbedder):
-        return lambda tokenizer, length, path: export_embedder(model, tokenizer, length, path)
+        return lambda tokenizer, length, path, preprocess: export_embedder(
+            model, tokenizer, length, path,
+            EmbedderPreprocess if preprocess else EmbedderServing)
     if isinstance(model, BertClassifier):
         labels = None if model.num_labels == 1 else _labels(model)  # one score: regression
-        return lambda tokenizer, length, path: export_classifier(
-            model, tokenizer, length, labels, pair=False, path=path)
+        return lambda tokenizer, length, path, preprocess: export_classifier(
+            model, tokenizer, length, labels, False, path,
+            ClassifierPreprocess if preprocess else ClassifierServing)
     if isinstance(model, BertTokenTagger):
-        return lambda tokenizer, length, path: export_tagger(model, tokenizer, length,
-                                                             _labels(model), path)
+        return lambda tokenizer, length, path, preprocess: export_tagger(
+            model, tokenizer, length, _labels(model), path,
+            module_class=TaggerPreprocess if preprocess else TaggerServing)
     if isinstance(model, BertSpanModel):
-        return lambda tokenizer, length, path: export_span_model(model, tokenizer, length,
-                                                                 SquadTask(), path)
+        return lambda tokenizer, length, path, preprocess: export_span_model(
+            model, tokenizer, length, SquadTask(), path,
+            SpanPreprocess if preprocess else SpanServing)
     raise ValueError(f"a {type(model).__name__} has no SavedModel on raw text: export a "
                      "fine-tuned classifier, tagger or span model, or an embedder; an "
                      "encoder goes to format tf_hub")

@@ -6,13 +6,16 @@ the TFLite converter knows those ops. TF Hub's BERT solves this with two
 SavedModels, and so do these exports:
 
 - `preprocess/`: strings -> `input_ids`, `input_mask`, `segment_ids` (int32,
-  [batch, seq]); `serving_default` / `serve_single` take `text_a`,
-  `serve_pair` takes `text_a` and `text_b`. It is the raw-text model's own
-  packing (`tasks.serving.ClassifierServing`), so the ids cannot differ from
-  what the raw-text model computes, and it needs tensorflow-text.
-- the numeric model: `serving_default(input_ids, input_mask, segment_ids)`
-  -> the model's float32 outputs (a classifier: `logits`, and
-  `probabilities` unless it is a regression). Only TensorFlow's own ops:
+  [batch, seq]) and what maps the outputs back onto the text; the raw-text
+  model's own packing (`tasks.serving_preprocess`), so it needs tensorflow-text.
+- the numeric model (here): `serving_default(input_ids, input_mask,
+  segment_ids)` -> the model's float32 outputs: a classifier's `logits`
+  [batch, labels] and `probabilities` (none for a regression: `logits`
+  [batch]); a tagger's `logits` and `probabilities` [batch, seq, labels];
+  a span model's `start_logits` and `end_logits` [batch, seq]; an
+  embedder's `embedding` [batch, size] (pooled over `input_mask`, normalized
+  if the embedder normalizes); an encoder's `sequence_output` and
+  `pooled_output`. Only TensorFlow's own ops:
   it loads without tensorflow-text, compiles with XLA
   (`tf.function(jit_compile=True)` around the loaded signature) and
   converts to TFLite. Ids are int32 as TF Hub's; any sequence length up to
@@ -31,13 +34,11 @@ import os
 import tensorflow as tf
 
 from core.framework import frozen_function
+from core.record_schema import ENCODER_INPUTS
 from core.saved_models import KerasCall
 from modeling.quantization import portable_tracing
-from modeling.task_models import BertMultipleChoice
-from tasks.serving import ClassifierServing
-
-NUMERIC_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
+from modeling.task_models import BertClassifier, BertMultipleChoice, BertTokenTagger
+from modeling.text_embedder import BertTextEmbedder
 
 class NumericServing(tf.Module):
     """`serve(input_ids, input_mask, segment_ids)` -> the model's float32 outputs, by name."""
@@ -46,47 +47,26 @@ class NumericServing(tf.Module):
         super().__init__(name="numeric_serving")
         self._model = KerasCall(model)
         self.model_weights = list(model.weights)
-        self._probabilities = getattr(model, "num_labels", 1) > 1 and hasattr(model, "classifier")
+        self._probabilities = isinstance(model, (BertClassifier, BertTokenTagger)) and (
+            model.num_labels > 1)
+        self._single_output = "embedding" if isinstance(model, BertTextEmbedder) else "logits"
         # A pair read in both orders, or a question's choices: [batch, rows, seq].
         rank = 3 if getattr(model, "both_orders", False) or isinstance(
             model, BertMultipleChoice) else 2
         specs = {name: tf.TensorSpec([None] * rank, tf.int32, name=name)
-                 for name in NUMERIC_INPUTS}
+                 for name in ENCODER_INPUTS}
         with portable_tracing(model):
             self.serve = tf.function(self._serve).get_concrete_function(**specs)
 
     def _serve(self, **features: tf.Tensor) -> dict[str, tf.Tensor]:
         outputs = self._model(features, training=False)
         if not isinstance(outputs, dict):
-            outputs = {"logits": outputs}
+            outputs = {self._single_output: outputs}
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()
                    if isinstance(value, tf.Tensor)}
         if self._probabilities:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
         return outputs
-
-
-class TextPreprocess(ClassifierServing):
-    """The raw-text classifier's signatures with the model cut off: strings -> the three ids."""
-
-    def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None):
-        super().__init__(model, tokenizer, max_seq_length, labels)
-        self._model = None  # the weights stay in the numeric model
-        self.model_weights = []
-
-    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return {name: features[name] for name in NUMERIC_INPUTS}
-
-
-def save_preprocess(model, tokenizer, max_seq_length: int, labels: list[str] | None,
-                    folder: str) -> None:
-    """Writes the preprocessing SavedModel to `folder` (inside an export's staging folder)."""
-    module = TextPreprocess(model, tokenizer, max_seq_length, labels)
-    signatures = {"serve_pair": module.serve_pair}
-    if not module.both_orders:
-        signatures["serve_single"] = module.serve_single
-    signatures["serving_default"] = signatures.get("serve_single", module.serve_pair)
-    tf.saved_model.save(module, folder, signatures=signatures)
 
 
 def save_numeric(model, folder: str) -> NumericServing:

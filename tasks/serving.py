@@ -126,14 +126,17 @@ class ClassifierServing(RawTextServing):
 
 
 def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] | None,
-                      pair: bool, path: str) -> str:
+                      pair: bool, path: str,
+                      module_class: type[ClassifierServing] = ClassifierServing) -> str:
     """Writes the SavedModel to `path` (replacing it) with `serving_default` for the task.
 
     `pair` selects the default signature: two string inputs `text_a`,
     `text_b`, or one `text_a`; both signatures are present under their names,
     except for a model that reads both orders of a pair, which has no single.
+    `module_class` is what is written: the model on raw text, or its
+    preprocessing alone (`tasks.serving_preprocess`), whose signatures are the same.
     """
-    module = ClassifierServing(model, tokenizer, max_seq_length, labels)
+    module = module_class(model, tokenizer, max_seq_length, labels)
     signatures = {"serve_pair": module.serve_pair}
     if not module.both_orders:
         signatures["serve_single"] = module.serve_single

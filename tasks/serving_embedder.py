@@ -24,11 +24,15 @@ class EmbedderServing(RawTextServing):
     @tf.function(input_signature=[TEXTS])
     def serve(self, text):
         ids, _ = self.tokenizer.tokenize_batch(text)
-        return {"embedding": self._model(pack_ragged(ids, None, *self._packing),
-                                         training=False)}
+        return self._outputs(pack_ragged(ids, None, *self._packing))
+
+    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        return {"embedding": self._model(features, training=False)}
 
 
-def export_embedder(model, tokenizer, max_seq_length: int, path: str) -> str:
-    """Writes the SavedModel of `model` (a BertTextEmbedder) to `path`, replacing it whole."""
-    module = EmbedderServing(model, tokenizer, max_seq_length)
+def export_embedder(model, tokenizer, max_seq_length: int, path: str,
+                    module_class: type[EmbedderServing] = EmbedderServing) -> str:
+    """Writes the SavedModel of `model` (a BertTextEmbedder) to `path`, replacing it whole;
+    `module_class` as in `tasks.serving.export_classifier`."""
+    module = module_class(model, tokenizer, max_seq_length)
     return export(module, path, {"serving_default": module.serve})

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from core.arguments import check_integer
+from core.record_schema import ENCODER_INPUTS
 from tasks.serving import TEXTS, RawTextServing, export
 from text import answer_spans, sliding_windows
 from text.graph_checks import same_rows
@@ -58,6 +59,10 @@ class SpanServing(RawTextServing):
 
     @tf.function(input_signature=[TEXTS, TEXTS])
     def serve(self, question, context):
+        return self._outputs(self._pack(question, context))
+
+    def _pack(self, question: tf.Tensor, context: tf.Tensor) -> dict:
+        """The packed ids, and what `_outputs` maps the answer back to the context with."""
         question, context = same_rows(question, context, ("question", "context"))
         question_ids, _ = self.tokenizer.tokenize_batch(question)
         question_ids = question_ids[:, :self.max_query_length]
@@ -74,8 +79,22 @@ class SpanServing(RawTextServing):
         window_ids = tf.gather(context_ids.flat_values,
                                tf.ragged.range(first_piece, first_piece + window_length))
         window_question = tf.gather(question_ids, row)
-        logits = self._model(pack_ragged(window_question, window_ids, *self._packing,
-                                         names=("question", "context")), training=False)
+        return {**pack_ragged(window_question, window_ids, *self._packing,
+                              names=("question", "context")),
+                "question": question, "context": context, "words": words,
+                "word_starts": word_starts, "context_ids": context_ids,
+                "piece_words": piece_words, "window_question": window_question,
+                "row": row, "window_start": window_start, "window_length": window_length,
+                "owned": owned}
+
+    def _outputs(self, packed: dict) -> dict[str, tf.Tensor]:
+        question, context, words, word_starts, context_ids, piece_words = (
+            packed[name] for name in ("question", "context", "words", "word_starts",
+                                      "context_ids", "piece_words"))
+        window_question, row, window_start, window_length, owned = (
+            packed[name] for name in ("window_question", "row", "window_start",
+                                      "window_length", "owned"))
+        logits = self._model({name: packed[name] for name in ENCODER_INPUTS}, training=False)
 
         # Window positions: the context starts after [CLS] question [SEP].
         first = tf.cast(window_question.row_lengths(), tf.int32)[:, None] + 2
@@ -157,14 +176,15 @@ def _pick(table: tf.RaggedTensor, index: tf.Tensor, default) -> tf.Tensor:
     return tf.gather(padded, index, batch_dims=1)
 
 
-def export_span_model(model, tokenizer, max_seq_length: int, task, path: str) -> str:
+def export_span_model(model, tokenizer, max_seq_length: int, task, path: str,
+                      module_class: type[SpanServing] = SpanServing) -> str:
     """Writes the SavedModel to `path` (replacing it) with `serving_default(question, context)`.
 
     `task` is the `tasks.squad.SquadTask` the model was fine-tuned for: its
     query and answer lengths, `doc_stride`, n-best size and SQuAD 2.0 threshold are the
-    served ones.
+    served ones. `module_class` as in `tasks.serving.export_classifier`.
     """
-    module = SpanServing(model, tokenizer, max_seq_length, task.max_query_length,
+    module = module_class(model, tokenizer, max_seq_length, task.max_query_length,
                          task.max_answer_length, task.version_2_with_negative,
                          task.null_score_diff_threshold, task.n_best_size, task.doc_stride)
     return export(module, path, {"serving_default": module.serve})

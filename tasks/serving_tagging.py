@@ -43,17 +43,34 @@ class TaggerServing(RawTextServing):
         return self._tag(tf.RaggedTensor.from_tensor(words, padding=""))
 
     def _tag(self, words: tf.RaggedTensor) -> dict[str, tf.Tensor]:
+        return self._outputs(words, self._pack(words))
+
+    def _pack(self, words: tf.RaggedTensor) -> dict[str, tf.Tensor]:
+        """The windows' ids [windows, max_seq_length], and where each word is read:
+        `word_window` [N, words], the row of the window where it has the most context,
+        and `first_piece` [N, words], its first piece's position there (-1: padding)."""
         windows, _ = word_windows(self.word_pieces(words), self.max_seq_length,
                                   self.window_stride, self.tokenizer.cls_id,
                                   self.tokenizer.sep_id)
-        logits = self._model({key: windows[key] for key in ENCODER_INPUTS}, training=False)
-        tag_ids = tf.argmax(word_logits(logits, windows[WORD_POSITIONS]), axis=-1)
+        positions = windows[WORD_POSITIONS]
+        return {**{key: windows[key] for key in ENCODER_INPUTS},
+                "word_window": words.with_flat_values(positions[:, 0]).to_tensor(-1),
+                "first_piece": words.with_flat_values(positions[:, 1]).to_tensor(-1)}
+
+    def _outputs(self, words: tf.RaggedTensor, packed: dict[str, tf.Tensor]
+                 ) -> dict[str, tf.Tensor]:
+        logits = self._model({key: packed[key] for key in ENCODER_INPUTS}, training=False)
+        read = packed["first_piece"] >= 0
+        positions = tf.stack([tf.boolean_mask(packed["word_window"], read),
+                              tf.boolean_mask(packed["first_piece"], read)], axis=1)
+        tag_ids = tf.argmax(word_logits(logits, positions), axis=-1)
         tags = words.with_flat_values(tf.gather(self.labels, tag_ids))
         return {"words": words.to_tensor(""), "tags": tags.to_tensor("")}
 
 
 def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path: str,
-                  window_stride: int | None = None) -> str:
+                  window_stride: int | None = None,
+                  module_class: type[TaggerServing] = TaggerServing) -> str:
     """Writes the SavedModel to `path` (replacing it): `serving_default` takes a sentence,
     `tag_words` words; `labels.txt` inside lists the tags.
 
@@ -65,9 +82,11 @@ def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path
       path: the SavedModel's folder.
       window_stride: pieces between the windows over a long sentence (default:
         the model's own `window_stride`, else half a window, as the runner).
+      module_class: the serving class (`tasks.serving_preprocess` gives the
+        preprocessing half of the same class).
     """
     if window_stride is None:
         window_stride = getattr(model, "window_stride", None)
-    module = TaggerServing(model, tokenizer, max_seq_length, labels, window_stride)
+    module = module_class(model, tokenizer, max_seq_length, labels, window_stride)
     return export(module, path, {"serving_default": module.tag_sentence,
                                  "tag_words": module.tag_words})

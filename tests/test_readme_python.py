@@ -35,10 +35,13 @@ SKIPPED = {
         "tests/modeling/test_text_embedder.py covers the embedder",
     "sst2_serving/":
         "reads the TF Serving export of a fine-tuned SST-2 folder, which the bash block's "
-        "export_model.py writes; tests/tasks/test_classifier_export.py covers it",
+        "export_model.py writes; tests/tasks/test_serving_folders.py covers it",
+    "ner_serving/":
+        "reads the TF Serving export of a fine-tuned tagger's folder, which export_model.py "
+        "writes; tests/tasks/test_serving_preprocess.py covers it",
     "sst2_lite/":
         "reads the TFLite export of a fine-tuned SST-2 folder, which the bash block's "
-        "export_model.py writes; tests/tasks/test_classifier_export.py covers it",
+        "export_model.py writes; tests/tasks/test_serving_folders.py covers it",
 }
 # Runs the blocks given as JSON [(line, source), ...] in one namespace; names the failing one.
 _DRIVER = """

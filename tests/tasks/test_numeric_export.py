@@ -6,7 +6,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from modeling import (BertClassifier, BertEncoder, BertMultipleChoice, BertSpanModel,
-                      BertTokenTagger)
+                      BertTextEmbedder, BertTokenTagger)
 from tasks.numeric_export import save_numeric
 from tests.fixtures import TestCase, tiny_config
 
@@ -14,7 +14,9 @@ CASES = (
     ("encoder", BertEncoder, {}, (3, 12), ["pooled_output", "sequence_output"]),
     ("regression", BertClassifier, {"num_labels": 1}, (3, 12), ["logits"]),
     ("span", BertSpanModel, {}, (3, 12), ["end_logits", "start_logits"]),
-    ("tagger", BertTokenTagger, {"num_labels": 4}, (3, 12), ["logits"]),
+    ("tagger", BertTokenTagger, {"num_labels": 4}, (3, 12), ["logits", "probabilities"]),
+    ("embedder", BertTextEmbedder, {"pooling": ["mean", "max"], "normalize": True}, (3, 12),
+     ["embedding"]),
     ("multiple_choice", BertMultipleChoice, {}, (2, 4, 12), ["logits"]),
 )
 
@@ -37,7 +39,9 @@ class NumericExportTest(TestCase, parameterized.TestCase):
         self.assertEqual(sorted(served), names)
         expected = model(ids, training=False)
         if not isinstance(expected, dict):
-            expected = {"logits": expected}
+            expected = {names[0]: expected}
+        if "probabilities" in names:
+            expected["probabilities"] = tf.nn.softmax(expected["logits"], axis=-1)
         for name in names:
             self.assertEqual(served[name].dtype, tf.float32)
             self.assertAllClose(served[name], expected[name], atol=1e-5, rtol=0)

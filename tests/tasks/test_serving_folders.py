@@ -1,5 +1,6 @@
-"""export_model.py's serving formats: a fine-tuned classifier on ids, in TF Serving's layout,
-compiled by XLA, in TFLite, in int8; and every bad request refused before anything is written.
+"""export_model.py's serving formats from a runner's folder: a fine-tuned classifier on ids, in
+TF Serving's layout, compiled by XLA, in TFLite, in int8; and every bad request refused before
+anything is written (every kind's tf_serving export: test_serving_preprocess.py).
 
 One tiny classifier folder is exported once per format for the class; each
 test reads those exports as a user would.
@@ -211,9 +212,11 @@ class ClassifierExportRefusalTest(TestCase):
         self._refused(r"^--serving_version applies to --format=tf_serving, not --format=tflite$",
                       format="tflite", serving_version=2)
 
-    def test_a_pretrained_encoder_is_no_classifier(self):
-        self._refused(r"holds no fine-tuned classifier \(no output_weights tensor\)",
-                      format="tflite")
+    def test_a_pretrained_encoder_has_no_serving_export(self):
+        for format_name in ("tf_serving", "tflite"):
+            self._refused(r"^a BertPretrainer has no SavedModel on raw text: export a "
+                          r"fine-tuned classifier, tagger or span model, or an embedder",
+                          format=format_name)
 
     def test_a_folder_of_the_users_is_kept(self):
         out = self.root / "mine"
