@@ -181,7 +181,11 @@ def ort_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
 def ort_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
     """`tokenizers` (the fine-tuned folder's `tokenizer.json`) then ONNX Runtime, then argmax."""
     import numpy as np
-    import tokenizers
+
+    from core import extras
+
+    with extras.needed("benchmarks"):  # the torch environment installs it too
+        import tokenizers
 
     session = _ort_session(spec)
     tokenizer = tokenizers.Tokenizer.from_file(str(Path(spec["folder"]) / "tokenizer.json"))

@@ -58,6 +58,8 @@ DISTRIBUTION_OF = {
     "torch": "torch",
     "transformers": "transformers",
     "official": "tf-models-official",
+    "onnxruntime": "onnxruntime",
+    "onnx": "onnx",
 }
 # Distributions a feature imports that no extra installs, and why.
 ELSEWHERE = {
@@ -65,6 +67,8 @@ ELSEWHERE = {
     # .venv-ref), never beside this package.
     "torch": ("benchmarks/", "benchmarks/peers/requirements-torch.txt"),
     "transformers": ("benchmarks/", "benchmarks/peers/requirements-torch.txt"),
+    "onnxruntime": ("benchmarks/", "benchmarks/peers/requirements-torch.txt"),
+    "onnx": ("benchmarks/", "benchmarks/peers/requirements-torch.txt"),
     # The Model Garden's modules: read out of its wheel at run time, never installed.
     "tf-models-official": ("benchmarks/", "benchmarks/training_speed.py"),
 }
@@ -161,7 +165,9 @@ def needs_of(path: Path, root: Path = REPO) -> list[Need]:
     """Every third-party import and RUNTIME_NEEDS use in one file, deduplicated."""
     reader = _Reader(path.relative_to(root).as_posix())
     reader.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-    own = own_top_levels()
+    # A script run as a file (a benchmark's worker) imports its siblings by their bare names.
+    siblings = {sibling.stem for sibling in path.parent.glob("*.py")}
+    own = own_top_levels() | siblings
     return sorted({need for need in reader.needs
                    if need.name.split(".")[0] not in own | set(sys.stdlib_module_names)},
                   key=lambda need: (need.line, need.name))
