@@ -46,7 +46,7 @@ FORMATS = ("google", "huggingface", "tf_hub")
 
 
 def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
-                 sequence_length: int = 128, do_lower_case: bool | None = None,
+                 sequence_length: int | None = None, do_lower_case: bool | None = None,
                  quantize: str | None = None) -> Path:
     """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
 
@@ -56,7 +56,8 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         checkpoint or model name (`modeling.export_sources`).
       output_dir: new, empty, or an earlier export of the same format (see the module).
       format_name: "google", "huggingface" or "tf_hub".
-      sequence_length: what the TF Hub preprocessor pads to.
+      sequence_length: what the TF Hub preprocessor pads to (default: the
+        model's default, `modeling.preprocessor.default_sequence_length`).
       do_lower_case: overrides the casing read from the source; it decides the
         TF Hub preprocessor's tokenizer and Hugging Face's `tokenizer_config.json`.
       quantize: "int8" quantizes the TF Hub encoder (`model.quantize`); the

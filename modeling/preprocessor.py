@@ -31,6 +31,12 @@ from text.tokenization import FullTokenizer
 DEFAULT_SEQUENCE_LENGTH = 128  # keras-hub's and the runners' default
 
 
+def default_sequence_length(config) -> int:
+    """The positions a model's text is packed to when no one says: 128, or fewer where the
+    model has fewer positions (`max_position_embeddings`)."""
+    return min(DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
+
+
 @keras.saving.register_keras_serializable(package="bert")
 class BertPreprocessor(keras.layers.Layer):
     """Strings, or a pair `(texts_a, texts_b)`, -> `input_ids`, `input_mask`, `segment_ids`.
@@ -186,7 +192,7 @@ class BertPreprocessor(keras.layers.Layer):
         if model_files(source)[0] is not None:
             config = load_config(source)
             if sequence_length is None:
-                sequence_length = min(DEFAULT_SEQUENCE_LENGTH, config.max_position_embeddings)
+                sequence_length = default_sequence_length(config)
             sequence_length = config.check_sequence_length(sequence_length)
         elif sequence_length is None:
             sequence_length = DEFAULT_SEQUENCE_LENGTH

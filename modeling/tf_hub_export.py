@@ -56,6 +56,7 @@ from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
 from modeling.encoder import BertEncoder, load_encoder
 from modeling.export_sources import export_source, source_paths
+from modeling.preprocessor import default_sequence_length
 from modeling.pretrained import load_config, load_tokenizer
 from modeling.quantization import check_quantize, is_quantized, portable_tracing
 from text.graph_checks import guarded
@@ -69,7 +70,7 @@ _TEXTS = tf.TensorSpec([None], tf.string)
 
 
 def export_tf_hub(source: Any, folder: str | os.PathLike,
-                  sequence_length: int = 128, do_lower_case: bool | None = None,
+                  sequence_length: int | None = None, do_lower_case: bool | None = None,
                   quantize: str | None = None) -> Path:
     """Writes `folder/preprocess` and `folder/encoder` for the model in `source`.
 
@@ -81,7 +82,8 @@ def export_tf_hub(source: Any, folder: str | os.PathLike,
       folder: new, empty, or an earlier TF Hub export (`core.export_folder`:
         it is then replaced whole); it appears whole or not at all.
       sequence_length: what the preprocessor's default signature pads to
-        (`bert_pack_inputs` takes its own).
+        (default: 128, or the model's positions where it has fewer;
+        `bert_pack_inputs` takes its own).
       do_lower_case: overrides the source's casing.
       quantize: "int8" quantizes the exported encoder (`model.quantize`; a copy,
         never the model given); None exports it as it is.
@@ -100,7 +102,8 @@ def export_tf_hub(source: Any, folder: str | os.PathLike,
     if isinstance(source, keras.Model) or (
             isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".keras")):
         loaded = export_source(source, do_lower_case)
-        sequence_length = loaded.config.check_sequence_length(sequence_length)
+        sequence_length = loaded.config.check_sequence_length(
+            sequence_length or default_sequence_length(loaded.config))
         with tempfile.TemporaryDirectory() as scratch:  # the vocabulary asset's source file
             vocab_file = os.path.join(scratch, "vocab.txt")
             loaded.write_vocabulary(vocab_file, "the TF Hub preprocessor")
@@ -108,7 +111,8 @@ def export_tf_hub(source: Any, folder: str | os.PathLike,
                           loaded.tokenizer(vocab_file), _encoder_from(loaded), sequence_length,
                           quantize)
     config = load_config(source)
-    sequence_length = config.check_sequence_length(sequence_length)
+    sequence_length = config.check_sequence_length(
+        sequence_length or default_sequence_length(config))
     tokenizer = load_tokenizer(source, do_lower_case)
     encoder = load_encoder(source, output_hidden_states=True)
     return _write(folder, [source], config, tokenizer, encoder, sequence_length, quantize)

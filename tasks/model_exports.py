@@ -35,7 +35,7 @@ from core.arguments import FieldError, check_integer
 from core.export_folder import check_export_folder, export_folder
 from modeling import exports
 from modeling.export_sources import ExportSource, export_source, source_paths
-from modeling.preprocessor import DEFAULT_SEQUENCE_LENGTH
+from modeling.preprocessor import default_sequence_length
 from modeling.quantization import QuantizableModel, check_quantize
 from modeling.task_models import BertClassifier, BertSpanModel, BertTokenTagger
 from modeling.text_embedder import BertTextEmbedder
@@ -75,7 +75,7 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
                          f"got {format_name!r}")
     if format_name in exports.FORMATS:
         return exports.export_model(source, output_dir, format_name,
-                                    sequence_length or DEFAULT_SEQUENCE_LENGTH, do_lower_case,
+                                    sequence_length, do_lower_case,
                                     quantize)
     check_quantize(quantize, format_name,
                    "a float TFLite model" if format_name == "tflite" else None)
@@ -124,7 +124,7 @@ def _sequence_length(model, loaded: ExportSource, sequence_length: int | None) -
     preprocessor = getattr(model, "preprocessor", None)
     if sequence_length is None:
         sequence_length = (preprocessor.sequence_length if preprocessor is not None
-                           else DEFAULT_SEQUENCE_LENGTH)
+                           else default_sequence_length(loaded.config))
     return loaded.config.check_sequence_length(sequence_length)
 
 

@@ -186,3 +186,22 @@ class PreprocessorTest(TestCase, parameterized.TestCase):
         for name, rows in (("single", single), ("pairs", pairs)):
             for key in ("input_ids", "input_mask", "segment_ids"):
                 self.assertAllEqual(outputs[name][key], golden[key][rows], msg=f"{name} {key}")
+
+
+class DefaultSequenceLengthTest(TestCase):
+    """Every default length (the preprocessor's, the exports') is 128 within the model's
+    positions: a model of 64 positions packs 64, so a run folder exports with no length given."""
+
+    def test_128_or_the_models_positions(self):
+        from modeling.config import BertConfig
+        from modeling.preprocessor import default_sequence_length
+        small = BertConfig(vocab_size=10, max_position_embeddings=64)
+        large = BertConfig(vocab_size=10, max_position_embeddings=512)
+        self.assertEqual((default_sequence_length(small), default_sequence_length(large)),
+                         (64, 128))
+
+    def test_an_export_without_a_length_takes_the_models_default(self):
+        from tasks.model_exports import export_model
+        folder = tiny_folder(self.tmp_path())  # 64 positions
+        out = export_model(folder, self.tmp_path() / "hub", "tf_hub", sequence_length=None)
+        self.assertTrue((out / "encoder").is_dir())
