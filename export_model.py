@@ -66,8 +66,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                         "of the same --format (replaced whole).", **into)
     flags.DEFINE_integer("sequence_length", None, "tf_hub, saved_model, embedder, tf_serving, "
                          "tflite: tokens per text (default: the source's preprocessor's or "
-                         "sentence-transformers window, else 128 or the model's positions if fewer; tf_hub's bert_pack_inputs "
-                         "takes its own).", **into)
+                         "sentence-transformers window, else 128 or the model's positions if "
+                         "fewer; tf_hub's bert_pack_inputs takes its own).", **into)
     flags.DEFINE_string("quantize", None, "int8: quantize before a SavedModel export "
                         "(tf_hub, a task model's saved_model, tf_serving).", **into)
     flags.DEFINE_integer("serving_version", 1, "tf_serving: the numeric model's version "
