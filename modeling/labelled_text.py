@@ -237,13 +237,13 @@ class WordTaggerMixin(TextTaskMixin):
         logits = self.predict(x, batch_size=batch_size, verbose=0)
         if not len(logits):
             return ([], []) if return_scores else []
-        probabilities = special.softmax(logits, axis=-1)
         best = np.argmax(logits, axis=-1)
         lengths = sentence_lengths(x)
         tags = [label_outputs(best[row, :length].tolist(), self.label_names)
                 for row, length in enumerate(lengths)]
         if not return_scores:
             return tags
+        probabilities = special.softmax(logits, axis=-1)
         return tags, [list(probabilities[row, :length]) for row, length in enumerate(lengths)]
 
 
