@@ -156,11 +156,11 @@ def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] |
     `module_class` is what is written: the model on raw text, or its
     preprocessing alone (`tasks.serving_preprocess`), whose signatures are the same.
     """
-    module = module_class(model, tokenizer, max_seq_length, labels)
-    if module.window_stride is not None and pair:
+    if pair and getattr(model, "long_texts", TRUNCATE) == WINDOWS:
         raise ValueError(f"the model reads single texts through windows (long_texts="
                          f"{WINDOWS!r}), so its export has no pair signature: export it with "
                          "pair=False")
+    module = module_class(model, tokenizer, max_seq_length, labels)
     signatures = {} if module.window_stride is not None else {"serve_pair": module.serve_pair}
     if not module.both_orders:
         signatures["serve_single"] = module.serve_single

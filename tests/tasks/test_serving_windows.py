@@ -14,8 +14,7 @@ import tensorflow_text  # noqa: F401  (registers the raw-text SavedModel's ops)
 from modeling import BertClassifier
 from tasks.model_exports import export_model
 from tasks.serving import export_classifier
-from tests.fixtures import TestCase
-from tests.modeling.tiny_folder import WORDS, tiny_folder
+from tests.modeling.tiny_folder import WORDS, TinyFolderTestCase
 
 LENGTH = 16  # windows of 14 sub-tokens
 STRIDE = 5
@@ -33,13 +32,11 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return exponentials / exponentials.sum(axis=-1, keepdims=True)
 
 
-class ClassifierWindowsServingTest(TestCase):
+class ClassifierWindowsServingTest(TinyFolderTestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.root = cls.class_folder()
-        cls.folder = tiny_folder(cls.root)
         cls.texts = _texts()
         keras.utils.set_random_seed(2)
         # A wide head, so the logits of different windows differ visibly.
