@@ -9,7 +9,10 @@ both reading the sequence output and built without a pooler. The heads
 compute what ours do: dropout, then one linear layer, whose weight here is
 already stored [labels, hidden] as a `torch.nn.Linear` keeps it; the span
 layer's two outputs are the start and end logits in that order. Label
-names go to `config.json` as `id2label` / `label2id`.
+names go to `config.json` as `id2label` / `label2id`, and a regression's or
+a multi-label classifier's reading as `problem_type` (`regression`,
+`multi_label_classification`: a sigmoid and binary cross-entropy per
+label; transformers has no threshold, so 0.5 is implied).
 
 A model that reads anything else (the left-to-right model's last token, a
 BiLSTM, GPT's two orders of a pair) has no such class and is refused.
@@ -71,6 +74,8 @@ def export_huggingface_task(model, config: BertConfig, folder: str | os.PathLike
                          label2id={name: index for index, name in enumerate(names)})
         if type(model) is BertClassifier and model.num_labels == 1:
             hf_config["problem_type"] = "regression"
+        elif type(model) is BertClassifier and model.multi_label:  # a sigmoid per label
+            hf_config["problem_type"] = "multi_label_classification"
     return write_huggingface_folder(tensors, hf_config, folder)
 
 

@@ -14,7 +14,8 @@ Face `org/name`) stands for its folder in the download cache
 
 A fine-tuned model's folder also keeps its label names (`labels.txt`, one
 per line, beside the config): a reload needs no `num_labels` and gives names,
-not bare class indices.
+not bare class indices; a multi-label classifier's also keeps how it reads
+them (`modeling.label_settings`).
 
 Casing matters as much as the weights: an uncased model fed cased pieces
 sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
@@ -37,6 +38,7 @@ import keras
 from core.atomic import write_atomically
 from modeling.checkpoints import load_weights
 from modeling.config import BertConfig, ConfigError
+from modeling.label_settings import read_label_settings
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
@@ -76,7 +78,9 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
 
     A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
     gives none, and the model its `label_names`; a caller's other
-    `num_labels` asks for a new head, which those names do not describe.
+    `num_labels` asks for a new head, which those names do not describe. A
+    multi-label run's folder also gives `multi_label` and its `threshold`
+    (`modeling.label_settings`).
 
     Args:
       model_class: BertEncoder, BertPretrainer or a task model class.
@@ -147,14 +151,20 @@ def load_labels(path: str | os.PathLike) -> list[str] | None:
     >>> load_labels("mnli_output_dir")
     ['contradiction', 'entailment', 'neutral']
     """
-    for folder in _candidate_folders(path):
-        file = folder / LABELS_FILE
-        if file.is_file():
-            labels = file.read_text(encoding="utf-8").splitlines()
-            if not labels or not all(label.strip() for label in labels):
-                raise ConfigError(f"{file}: expected one non-empty label per line")
-            return labels
-    return None
+    folder = _labels_folder(path)
+    if folder is None:
+        return None
+    file = folder / LABELS_FILE
+    labels = file.read_text(encoding="utf-8").splitlines()
+    if not labels or not all(label.strip() for label in labels):
+        raise ConfigError(f"{file}: expected one non-empty label per line")
+    return labels
+
+
+def _labels_folder(path: str | os.PathLike) -> Path | None:
+    """The folder whose `labels.txt` describes the model in `path`, None when none does."""
+    return next((folder for folder in _candidate_folders(path)
+                 if (folder / LABELS_FILE).is_file()), None)
 
 
 def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
@@ -168,15 +178,24 @@ def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
 
 
 def _labels_for(model_class: type, path: str | os.PathLike, kwargs: dict) -> list[str] | None:
-    """The saved labels if they describe the head asked for; fills in `num_labels`."""
-    if "num_labels" not in inspect.signature(model_class.__init__).parameters:
+    """The saved labels if they describe the head asked for; fills in `num_labels`, and a
+    multi-label head's `multi_label` and `threshold` (`modeling.label_settings`) unless the
+    caller gives them (`multi_label=False` reads the head as single-label)."""
+    parameters = inspect.signature(model_class.__init__).parameters
+    if "num_labels" not in parameters:
         return None
     labels = load_labels(path)
     if labels is None:
         return None
     if kwargs.get("num_labels") is None:
         kwargs["num_labels"] = len(labels)
-    return labels if kwargs["num_labels"] == len(labels) else None
+    if kwargs["num_labels"] != len(labels):
+        return None
+    settings = read_label_settings(_labels_folder(path))
+    if settings and "multi_label" in parameters and kwargs.get("multi_label", True):
+        for name, value in settings.items():
+            kwargs.setdefault(name, value)
+    return labels
 
 
 def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -> FullTokenizer:

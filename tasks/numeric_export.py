@@ -11,7 +11,8 @@ SavedModels, and so do these exports:
 - the numeric model (here): `serving_default(input_ids, input_mask,
   segment_ids)` -> the model's float32 outputs: a classifier's `logits`
   [batch, labels] and `probabilities` (none for a regression: `logits`
-  [batch]); a tagger's `logits` and `probabilities` [batch, seq, labels];
+  [batch]; a multi-label classifier's are a sigmoid each, with `predicted`
+  [batch, labels], bool, those above its threshold, as on raw text); a tagger's `logits` and `probabilities` [batch, seq, labels];
   a span model's `start_logits` and `end_logits` [batch, seq]; an
   embedder's `embedding` [batch, size] (pooled over `input_mask`, normalized
   if the embedder normalizes); an encoder's `sequence_output` and
@@ -49,6 +50,8 @@ class NumericServing(tf.Module):
         self.model_weights = list(model.weights)
         self._probabilities = isinstance(model, (BertClassifier, BertTokenTagger)) and (
             model.num_labels > 1)
+        # A multi-label classifier: a sigmoid per label, and the labels above its threshold.
+        self._threshold = model.threshold if getattr(model, "multi_label", False) else None
         self._single_output = "embedding" if isinstance(model, BertTextEmbedder) else "logits"
         # A pair read in both orders, or a question's choices: [batch, rows, seq].
         rank = 3 if getattr(model, "both_orders", False) or isinstance(
@@ -64,7 +67,10 @@ class NumericServing(tf.Module):
             outputs = {self._single_output: outputs}
         outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()
                    if isinstance(value, tf.Tensor)}
-        if self._probabilities:
+        if self._threshold is not None:
+            outputs["probabilities"] = tf.sigmoid(outputs["logits"])
+            outputs["predicted"] = outputs["probabilities"] > self._threshold
+        elif self._probabilities:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
         return outputs
 

@@ -7,7 +7,9 @@ tokenization it was trained with. Packing is
 that built the training inputs, so the layout and truncation cannot drift.
 Whoever loads it must `import tensorflow_text` first, which registers the
 tokenizer's ops. A classifier trained on both orders of each pair (GPT's
-similarity input) is served the same way: the signature packs both.
+similarity input) is served the same way: the signature packs both. One
+built to read long texts whole (`long_texts="windows"`) is served through
+the same windows as its `predict`, so nothing is cut.
 
 `RawTextServing` and `export` are what every raw-text export shares (span
 QA: `tasks.serving_span`, tagging: `tasks.serving_tagging`): the model and
@@ -19,9 +21,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from core.record_schema import ENCODER_INPUTS
 from core.saved_models import KerasCall, write_saved_model
 from modeling.layers import fast_paths
 from modeling.pretrained import LABELS_FILE
+from modeling.text_windows import (EXAMPLE_WINDOWS, TRUNCATE, WINDOWS, mean_over_windows,
+                                   stride_for, text_windows)
 from text.sentence_pairs import pack_ragged
 
 TEXTS = tf.TensorSpec([None], tf.string)
@@ -89,16 +94,27 @@ def export(module: RawTextServing, path: str, signatures: dict) -> str:
 class ClassifierServing(RawTextServing):
     """`serve(text_a[, text_b])` -> {"probabilities" [N, K], "label" [N]}, {"score" [N]} for
     regression, or for a multi-label model {"probabilities" [N, K] (a sigmoid each),
-    "predicted" [N, K] (above its threshold)}, labels.txt naming the K columns."""
+    "predicted" [N, K] (above its threshold)}, labels.txt naming the K columns.
+
+    A model built with `long_texts="windows"` reads each text as its `predict`
+    does: through windows `window_stride` pieces apart
+    (`modeling.text_windows`), a text's logits the mean of its windows'. It
+    reads single texts only, so has no `serve_pair`.
+    """
 
     def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None):
         super().__init__(model, tokenizer, max_seq_length, labels, name="classifier_serving")
         self.is_regression = labels is None
         self.both_orders = getattr(model, "both_orders", False)
         self.threshold = model.threshold if getattr(model, "multi_label", False) else None
+        self.window_stride = (stride_for(model.window_stride, max_seq_length)
+                              if getattr(model, "long_texts", TRUNCATE) == WINDOWS else None)
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = self._model(trim_padding(features), training=False)
+        ids = trim_padding({name: features[name] for name in ENCODER_INPUTS})
+        logits = self._model(ids, training=False)
+        if EXAMPLE_WINDOWS in features:  # one row per window: each text's mean
+            logits = mean_over_windows(logits, features[EXAMPLE_WINDOWS])
         if self.is_regression:
             return {"score": logits}
         if self.threshold is not None:  # multi-label: a yes/no per label
@@ -111,6 +127,9 @@ class ClassifierServing(RawTextServing):
     @tf.function(input_signature=[TEXTS])
     def serve_single(self, text_a):
         ids_a, _ = self.tokenizer.tokenize_batch(text_a)
+        if self.window_stride is not None:
+            return self._outputs(text_windows(ids_a, self.max_seq_length, self.window_stride,
+                                              self.tokenizer.cls_id, self.tokenizer.sep_id))
         return self._outputs(pack_ragged(ids_a, None, *self._packing))
 
     @tf.function(input_signature=[TEXTS, TEXTS])
@@ -132,12 +151,17 @@ def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] |
 
     `pair` selects the default signature: two string inputs `text_a`,
     `text_b`, or one `text_a`; both signatures are present under their names,
-    except for a model that reads both orders of a pair, which has no single.
+    except for a model that reads both orders of a pair, which has no single,
+    and one that reads long texts through windows, which has no pair.
     `module_class` is what is written: the model on raw text, or its
     preprocessing alone (`tasks.serving_preprocess`), whose signatures are the same.
     """
+    if pair and getattr(model, "long_texts", TRUNCATE) == WINDOWS:
+        raise ValueError(f"the model reads single texts through windows (long_texts="
+                         f"{WINDOWS!r}), so its export has no pair signature: export it with "
+                         "pair=False")
     module = module_class(model, tokenizer, max_seq_length, labels)
-    signatures = {"serve_pair": module.serve_pair}
+    signatures = {} if module.window_stride is not None else {"serve_pair": module.serve_pair}
     if not module.both_orders:
         signatures["serve_single"] = module.serve_single
     signatures["serving_default"] = signatures["serve_pair" if pair else "serve_single"]

@@ -12,7 +12,10 @@ differ from what the raw-text model computes. Every signature returns
 and what a client needs to read the model's outputs back onto its text:
 
 - classifier (`serve_single(text_a)`, the default, and `serve_pair(text_a,
-  text_b)`): the ids alone;
+  text_b)`): the ids alone; for a model that reads long texts through
+  windows (`long_texts="windows"`, `serve_single` only), one row of ids per
+  window and `window_row` [windows], the text it belongs to: a text's
+  logits are the mean of its windows' `logits`, as on raw text;
 - tagger (`serving_default(sentence)`, `tag_words(words)`): `words` [batch,
   words] (padded with "") and `first_piece` [batch, words], the position of
   each word's first piece, where the raw-text model reads its tag; -1 for
@@ -34,6 +37,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from core.record_schema import ENCODER_INPUTS
+from modeling.text_windows import EXAMPLE_WINDOWS
 from tasks.serving import ClassifierServing
 from tasks.serving_embedder import EmbedderServing
 from tasks.serving_span import SpanServing
@@ -54,7 +58,15 @@ class _Preprocess:
 
 
 class ClassifierPreprocess(_Preprocess, ClassifierServing):
-    """A classifier's `serve_single` / `serve_pair` -> the three ids."""
+    """A classifier's `serve_single` / `serve_pair` -> the three ids; a windowed model's, one
+    row per window, and `window_row`, the text each belongs to."""
+
+    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        outputs = super()._outputs(features)
+        if EXAMPLE_WINDOWS in features:
+            counts = features[EXAMPLE_WINDOWS]
+            outputs["window_row"] = tf.repeat(tf.range(tf.size(counts)), counts)
+        return outputs
 
 
 class EmbedderPreprocess(_Preprocess, EmbedderServing):

@@ -238,8 +238,13 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
     """`[CLS] tokens [SEP]` windows covering every sentence, each word scored exactly once.
 
     A sentence of more than `max_seq_length - 2` sub-tokens gets windows
-    starting every `stride` sub-tokens (default: half a window). Raises
-    ValueError naming the tag's own `file:line` for a tag not in `label_map`.
+    starting every `stride` sub-tokens (default: half a window). A sentence
+    of no words (Python callers can build one; a file's blank lines never
+    do) has nothing to score, so it gets no window: the skipped sentences
+    are counted in a warning, and `predictions_to_tags` still gives each of
+    them its empty tag list, so sentences and predictions stay aligned.
+    Raises ValueError naming the tag's own `file:line` for a tag not in
+    `label_map`.
     """
     capacity = max_seq_length - 2
     stride = max(capacity // 2, 1) if stride is None else stride
@@ -249,7 +254,13 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
     pieces = _word_pieces(sentences, tokenizer)
     token_ids = [[i for word in s.words for i in pieces[word]] for s in sentences]
     built = []
+    empty = [sentence.source for sentence in sentences if not sentence.words]
+    if empty:
+        logging.warning("%d sentence(s) without words skipped (nothing to tag), the first at "
+                        "%s", len(empty), empty[0])
     for index, sentence in enumerate(sentences):
+        if not sentence.words:
+            continue
         labels = []
         for word, tag in enumerate(sentence.tags):
             if tag not in label_map:

@@ -5,9 +5,11 @@ to write its output folder; `modeling.load_task_model` (and the classes'
 `from_pretrained`) read it back.
 """
 
+import json
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger, load_labels,
@@ -48,6 +50,35 @@ class LabelsRoundTripTest(TestCase):
         self.assertEqual(reloaded.num_labels, 3)
         self.assertEqual(list(reloaded.label_names), labels)
         self.assertAllClose(reloaded(INPUTS, training=False), original(INPUTS, training=False))
+
+    def test_a_multi_label_folder_reloads_multi_label_with_its_threshold(self):
+        labels = ["film", "neg", "pos"]
+        keras.utils.set_random_seed(1)
+        original = BertClassifier(self.config, num_labels=3, multi_label=True, threshold=0.3)
+        out = self._save(original, labels)
+        self.assertEqual(json.loads((out / "label_settings.json").read_text()),
+                         {"multi_label": True, "threshold": 0.3})
+        for source in (out, out / "model.ckpt"):
+            reloaded = BertClassifier.from_pretrained(source)
+            self.assertEqual((reloaded.multi_label, reloaded.threshold), (True, 0.3))
+        logits = reloaded.predict(["the cat sat"], verbose=0)
+        probabilities = 1 / (1 + np.exp(-logits[0]))
+        expected = [label for label, p in zip(labels, probabilities) if p > 0.3]
+        self.assertEqual(reloaded.predict_labels(["the cat sat"]), [expected])
+        self.assertEqual(load_task_model(BertClassifier, out, threshold=0.7).threshold, 0.7)
+        single = load_task_model(BertClassifier, out, multi_label=False)
+        self.assertEqual((single.multi_label, single.threshold), (False, 0.5))
+        # A single-label model saved over it removes the file; the folder reloads single-label.
+        self._save(BertClassifier(self.config, num_labels=3), labels)
+        self.assertFalse((out / "label_settings.json").exists())
+        self.assertFalse(BertClassifier.from_pretrained(out).multi_label)
+
+    def test_a_broken_label_settings_file_is_named(self):
+        out = self._save(BertClassifier(self.config, num_labels=2), ["neg", "pos"])
+        for text in ("{", '{"multi_label": true, "threshold": 1.5}', '{"multi_label": false}'):
+            (out / "label_settings.json").write_text(text)
+            with self.assertRaisesRegex(ConfigError, r"out/label_settings\.json: "):
+                BertClassifier.from_pretrained(out)
 
     def test_tagger_reloads_with_its_tags(self):
         tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]

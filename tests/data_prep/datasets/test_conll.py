@@ -200,6 +200,24 @@ class ConllTest(TestCase, parameterized.TestCase):
         self.assertEqual(windows[5].input_ids[:3], [2, ids["paris"], 3])
         self.assertEqual(windows[5].input_mask, [1] * 3 + [0] * 8)
 
+    @parameterized.parameters(False, True)
+    def test_a_sentence_without_words_is_skipped_and_counted(self, document_context):
+        sentences = [Sentence(["Paris"], ["B-LOC"], 0, "t:1"), Sentence([], [], 0, "t:3"),
+                     Sentence(["john", "lives"], ["B-PER", "O"], 0, "t:4"),
+                     Sentence([], [], 0, "t:6")]
+        with self.assertLogs("absl", "WARNING") as logs:
+            windows = build_windows(sentences, self.tokenizer, 8, LABELS,
+                                    document_context=document_context)
+        self.assertRegex(logs.output[0], r"2 sentence\(s\) without words skipped "
+                                         r"\(nothing to tag\), the first at t:3")
+        self.assertEqual([w.sentence_index for w in windows], [0, 2])
+        self.assertEqual(windows[1].word_positions,
+                         [2, 3] if document_context else [1, 2])
+        predicted = np.maximum(windows_to_arrays(windows)["label_ids"], 0)
+        id_to_label = {i: tag for tag, i in LABELS.items()}
+        self.assertEqual(predictions_to_tags(windows, predicted, sentences, id_to_label),
+                         [["B-LOC"], [], ["B-PER", "O"], []])
+
     def test_unknown_label_names_sentence_and_tag(self):
         sentences = [Sentence(["john"], ["B-MISC"], 0, "test.txt:7")]
         with self.assertRaisesRegex(ValueError,
