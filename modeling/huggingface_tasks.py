@@ -12,7 +12,9 @@ layer's two outputs are the start and end logits in that order. Label
 names go to `config.json` as `id2label` / `label2id`, and a regression's or
 a multi-label classifier's reading as `problem_type` (`regression`,
 `multi_label_classification`: a sigmoid and binary cross-entropy per
-label; transformers has no threshold, so 0.5 is implied).
+label; transformers has no threshold, so 0.5 is implied). Such a folder
+loads back here as the same task model with its labels
+(`modeling.model_settings`, the head's names in `names.HF_TASK_HEADS`).
 
 A model that reads anything else (the left-to-right model's last token, a
 BiLSTM, GPT's two orders of a pair) has no such class and is refused.

@@ -14,8 +14,11 @@ Face `org/name`) stands for its folder in the download cache
 
 A fine-tuned model's folder also keeps its label names (`labels.txt`, one
 per line, beside the config): a reload needs no `num_labels` and gives names,
-not bare class indices; a multi-label classifier's also keeps how it reads
-them (`modeling.label_settings`).
+not bare class indices; and the model's class and settings
+(`model_settings.json`, `modeling.model_settings`), so a left-to-right,
+BiLSTM, windowed or multi-label model reloads as itself. A Hugging Face
+`BertFor...` folder says the same in its `config.json` (`id2label`,
+`problem_type`).
 
 Casing matters as much as the weights: an uncased model fed cased pieces
 sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
@@ -44,7 +47,8 @@ from modeling.model_settings import (LABEL_SETTINGS_FILE, SETTINGS_FILE, SavedMo
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
-CONFIG_FILES = ("bert_config.json", "config.json")
+GOOGLE_CONFIG_FILE, HF_CONFIG_FILE = "bert_config.json", "config.json"
+CONFIG_FILES = (GOOGLE_CONFIG_FILE, HF_CONFIG_FILE)
 VOCAB_FILE = "vocab.txt"
 LABELS_FILE = "labels.txt"
 _CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(BertConfig))
@@ -79,10 +83,12 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     that fits none of the model's weights or whose shapes differ is an error.
 
     A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
-    gives none, and the model its `label_names`; a caller's other
-    `num_labels` asks for a new head, which those names do not describe. A
-    multi-label run's folder also gives `multi_label` and its `threshold`
-    (`modeling.label_settings`).
+    gives none, and the model its `label_names`; its `model_settings.json`
+    the saved model's settings (`causal`, `bilstm_units`, `multi_label`,
+    ...; `modeling.model_settings.apply_saved_model` says which a caller may
+    override). A caller's other `num_labels` or class asks for a new head,
+    which those names do not describe. A checkpoint lacking a weight of the
+    model its folder says it holds is refused, naming the weights.
 
     Args:
       model_class: BertEncoder, BertPretrainer or a task model class.
@@ -183,8 +189,8 @@ def saved_model(path: str | os.PathLike) -> SavedModel | None:
                                                               folder / LABELS_FILE)
             saved.labels = _read_labels(folder / LABELS_FILE)
             return saved
-        hf_config = folder / "config.json"
-        if hf_config.is_file() and not (folder / CONFIG_FILES[0]).is_file():
+        hf_config = folder / HF_CONFIG_FILE
+        if hf_config.is_file() and not (folder / GOOGLE_CONFIG_FILE).is_file():
             head = read_huggingface_head(hf_config)
             if head is not None:
                 return head

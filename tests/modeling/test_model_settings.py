@@ -101,6 +101,18 @@ class ModelSettingsRoundTripTest(RunFolderTestCase):
         self.assertEqual(reloaded.num_labels, 1)
         self.assert_same_logits(model, reloaded, TEXTS)
 
+    def test_a_gpt_similarity_folder_reloads_reading_both_orders(self):
+        model, out = self.fine_tuned(BertClassifier, "stsb", None, num_labels=1, causal=True,
+                                     both_orders=True)
+        reloaded = load_task_model(BertClassifier, out)
+        self.assertEqual((reloaded.num_labels, reloaded.causal, reloaded.both_orders),
+                         (1, True, True))
+        ids = np.array([[[2, 15, 16, 17, 18, 3], [2, 8, 9, 6, 3, 0]]], np.int32)  # [1, 2, seq]
+        packed = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                  "segment_ids": np.zeros_like(ids)}
+        self.assertAllClose(model(packed, training=False), reloaded(packed, training=False),
+                            atol=1e-6, rtol=0)
+
     def test_a_setting_the_saved_weights_were_trained_with_cannot_be_contradicted(self):
         _, out = self.fine_tuned(BertClassifier, "causal", ["a", "b"], num_labels=2,
                                  causal=True, lm_aux_weight=0.5)
