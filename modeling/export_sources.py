@@ -26,7 +26,7 @@ from modeling.checkpoints import load_weights, read_checkpoint
 from modeling.config import BertConfig
 from modeling.model_settings import SETTINGS_FILE
 from modeling.pretrained import (check_source, load_config, load_task_model, load_tokenizer,
-                                 saved_model)
+                                 model_record)
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
@@ -104,7 +104,7 @@ def export_source(source: Any, do_lower_case: bool | None = None,
     tokenizer = load_tokenizer(path, do_lower_case)
     vocabulary = [tokenizer.inv_vocab[index] for index in range(len(tokenizer.inv_vocab))]
     tensors = read_checkpoint(path).tensors
-    saved = saved_model(path)
+    saved = model_record(path)
     if any(name.startswith("bilstm/") for name in tensors) and (
             saved is None or "bilstm_units" not in saved.settings):
         raise ValueError(f"{argument} {path!r}: its model reads the encoder through a BiLSTM, "

@@ -66,7 +66,7 @@ _CHECKS = {
 
 
 @dataclasses.dataclass
-class SavedModel:
+class ModelRecord:
     """What a folder says about the fine-tuned model in it."""
 
     model: str | None  # the class it was saved from; None: not said (an older folder)
@@ -102,7 +102,7 @@ def save_model_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> 
     return path
 
 
-def read_model_settings(folder: Path) -> SavedModel | None:
+def read_model_settings(folder: Path) -> ModelRecord | None:
     """The settings `folder` keeps (`model_settings.json`, else an older `label_settings.json`),
     checked; None when it keeps none. Labels are left to the caller (`labels.txt`).
 
@@ -115,7 +115,7 @@ def read_model_settings(folder: Path) -> SavedModel | None:
             raise ConfigError(f"{path}: expected an object with the model's class under "
                               f"{MODEL_KEY!r} and its settings, got {settings!r}")
         model = settings.pop(MODEL_KEY)
-        return SavedModel(model, None, _checked(path, settings), path)
+        return ModelRecord(model, None, _checked(path, settings), path)
     path = folder / LABEL_SETTINGS_FILE
     if not path.is_file():
         return None
@@ -124,10 +124,10 @@ def read_model_settings(folder: Path) -> SavedModel | None:
             or set(settings) != {"multi_label", "threshold"}):
         raise ConfigError(f"{path}: expected {{\"multi_label\": true, \"threshold\": T}} with "
                           f"T in (0, 1), got {settings!r}")
-    return SavedModel(None, None, _checked(path, settings), path)
+    return ModelRecord(None, None, _checked(path, settings), path)
 
 
-def read_huggingface_head(config_file: Path) -> SavedModel | None:
+def read_huggingface_head(config_file: Path) -> ModelRecord | None:
     """What a Hugging Face `config.json` says of a `BertFor...` head; None for another class.
 
     `id2label` gives the outputs and their names (none for the default
@@ -160,10 +160,10 @@ def read_huggingface_head(config_file: Path) -> SavedModel | None:
     elif problem not in (None, "single_label_classification", "regression"):
         raise ConfigError(f"{config_file}: problem_type must be single_label_classification, "
                           f"multi_label_classification or regression, got {problem!r}")
-    return SavedModel(HF_TASK_HEADS[architectures[0]][2], labels, settings, config_file)
+    return ModelRecord(HF_TASK_HEADS[architectures[0]][2], labels, settings, config_file)
 
 
-def apply_saved_model(model_class: type, saved: SavedModel, kwargs: dict) -> bool:
+def apply_model_record(model_class: type, saved: ModelRecord, kwargs: dict) -> bool:
     """Fills `kwargs` (the caller's, for `model_class`) with what `saved` keeps; returns
     whether the model built is the saved one, head and all (its labels then describe it).
 

@@ -41,8 +41,8 @@ import keras
 from core.atomic import write_atomically
 from modeling.checkpoints import CheckpointError, load_weights
 from modeling.config import BertConfig, ConfigError
-from modeling.model_settings import (LABEL_SETTINGS_FILE, SETTINGS_FILE, SavedModel,
-                                     apply_saved_model, read_huggingface_head,
+from modeling.model_settings import (LABEL_SETTINGS_FILE, SETTINGS_FILE, ModelRecord,
+                                     apply_model_record, read_huggingface_head,
                                      read_model_settings)
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
@@ -85,7 +85,7 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
     gives none, and the model its `label_names`; its `model_settings.json`
     the saved model's settings (`causal`, `bilstm_units`, `multi_label`,
-    ...; `modeling.model_settings.apply_saved_model` says which a caller may
+    ...; `modeling.model_settings.apply_model_record` says which a caller may
     override). A caller's other `num_labels` or class asks for a new head,
     which those names do not describe. A checkpoint lacking a weight of the
     model its folder says it holds is refused, naming the weights.
@@ -108,8 +108,8 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
         config = load_config(path, **overrides)
     elif overrides:
         config = config.replace(**overrides)
-    saved = saved_model(path)
-    same_model = saved is not None and apply_saved_model(model_class, saved, kwargs)
+    saved = model_record(path)
+    same_model = saved is not None and apply_model_record(model_class, saved, kwargs)
     labels = saved.labels if same_model else None
     parameters = inspect.signature(model_class.__init__).parameters
     if labels is not None and "label_names" in parameters:
@@ -170,11 +170,11 @@ def load_labels(path: str | os.PathLike) -> list[str] | None:
     >>> load_labels("mnli_output_dir")
     ['contradiction', 'entailment', 'neutral']
     """
-    saved = saved_model(path)
+    saved = model_record(path)
     return None if saved is None else saved.labels
 
 
-def saved_model(path: str | os.PathLike) -> SavedModel | None:
+def model_record(path: str | os.PathLike) -> ModelRecord | None:
     """What the folder of `path` keeps about its fine-tuned model: class, labels and settings
     (`modeling.model_settings`); None for a folder that says nothing of one (a pre-trained
     model's).
@@ -185,7 +185,7 @@ def saved_model(path: str | os.PathLike) -> SavedModel | None:
     for folder in _candidate_folders(path):
         if (folder / LABELS_FILE).is_file() or (folder / SETTINGS_FILE).is_file() or (
                 folder / LABEL_SETTINGS_FILE).is_file():
-            saved = read_model_settings(folder) or SavedModel(None, None, {},
+            saved = read_model_settings(folder) or ModelRecord(None, None, {},
                                                               folder / LABELS_FILE)
             saved.labels = _read_labels(folder / LABELS_FILE)
             return saved
