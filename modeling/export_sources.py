@@ -6,8 +6,10 @@ Face, TF Hub, the SavedModels on raw text) starts from `export_source`,
 which turns any of the three into the same `ExportSource`: the model, its
 config, its vocabulary and casing. A folder whose checkpoint holds a
 fine-tuned head (the original's `output_weights`, `ner/`, `cls/squad/`,
-`multiple_choice/`) becomes that task model, its `labels.txt` giving the
-label names, so a run's folder exports with its head as a `.keras` file does.
+`multiple_choice/`, or a Hugging Face `BertFor...` class's) becomes that task
+model, its `labels.txt` (or `id2label`) giving the label names and its
+`model_settings.json` the rest (`causal`, `bilstm_units`, ...), so a run's
+folder exports as the model object it was saved from does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from absl import logging
 
 from modeling.checkpoints import load_weights, read_checkpoint
 from modeling.config import BertConfig
-from modeling.pretrained import check_source, load_config, load_task_model, load_tokenizer
+from modeling.model_settings import SETTINGS_FILE
+from modeling.pretrained import (check_source, load_config, load_task_model, load_tokenizer,
+                                 model_record)
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
@@ -100,9 +104,12 @@ def export_source(source: Any, do_lower_case: bool | None = None,
     tokenizer = load_tokenizer(path, do_lower_case)
     vocabulary = [tokenizer.inv_vocab[index] for index in range(len(tokenizer.inv_vocab))]
     tensors = read_checkpoint(path).tensors
-    if any(name.startswith("bilstm/") for name in tensors):
+    saved = model_record(path)
+    if any(name.startswith("bilstm/") for name in tensors) and (
+            saved is None or "bilstm_units" not in saved.settings):
         raise ValueError(f"{argument} {path!r}: its model reads the encoder through a BiLSTM, "
-                         "whose settings a folder does not keep; export the model object or "
+                         f"but the folder does not say its bilstm_units ({SETTINGS_FILE}, "
+                         "which folders written before it lack); export the model object or "
                          "its .keras file")
     head = next((name for name in _HEADS if name in tensors), None)
     if head is None:

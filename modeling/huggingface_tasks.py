@@ -12,7 +12,9 @@ layer's two outputs are the start and end logits in that order. Label
 names go to `config.json` as `id2label` / `label2id`, and a regression's or
 a multi-label classifier's reading as `problem_type` (`regression`,
 `multi_label_classification`: a sigmoid and binary cross-entropy per
-label; transformers has no threshold, so 0.5 is implied).
+label; transformers has no threshold, so 0.5 is implied). Such a folder
+loads back here as the same task model with its labels
+(`modeling.model_settings`, the head's names in `names.HF_TASK_HEADS`).
 
 A model that reads anything else (the left-to-right model's last token, a
 BiLSTM, GPT's two orders of a pair) has no such class and is refused.
@@ -25,18 +27,20 @@ from pathlib import Path
 
 import numpy as np
 
+from modeling.checkpoints.names import huggingface_head_names
 from modeling.checkpoints.writing import (huggingface_config, huggingface_tensors,
                                           write_huggingface_folder)
 from modeling.config import BertConfig
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
                                   BertTokenTagger)
 
-# Model class -> (Hugging Face class, the head's module name, our head's name prefix, pooler?)
+# Model class -> (its Hugging Face class, whether that class has the pooler); the head's names
+# on both sides are in `names.HF_TASK_HEADS`, which also reads such a folder back.
 LAYOUTS = {
-    BertClassifier: ("BertForSequenceClassification", "classifier", "", True),
-    BertMultipleChoice: ("BertForMultipleChoice", "classifier", "multiple_choice/", True),
-    BertTokenTagger: ("BertForTokenClassification", "classifier", "ner/", False),
-    BertSpanModel: ("BertForQuestionAnswering", "qa_outputs", "cls/squad/", False),
+    BertClassifier: ("BertForSequenceClassification", True),
+    BertMultipleChoice: ("BertForMultipleChoice", True),
+    BertTokenTagger: ("BertForTokenClassification", False),
+    BertSpanModel: ("BertForQuestionAnswering", False),
 }
 
 
@@ -57,16 +61,16 @@ def export_huggingface_task(model, config: BertConfig, folder: str | os.PathLike
       ValueError: a model that reads its inputs in a way no `BertFor...` class does.
     """
     check_task_layout(model)
-    architecture, head, prefix, pooler = LAYOUTS[type(model)]
+    architecture, pooler = LAYOUTS[type(model)]
     variables = model.encoder.checkpoint_variables()
     if not pooler:
         variables = {name: value for name, value in variables.items()
                      if not name.startswith("bert/pooler/")}
     tensors = huggingface_tensors(variables)
     head_variables = model.head_variables()
-    for ours, theirs in (("output_weights", "weight"), ("output_bias", "bias")):
-        tensors[f"{head}.{theirs}"] = np.ascontiguousarray(
-            np.asarray(head_variables[prefix + ours].numpy(), np.float32))
+    for theirs, ours in huggingface_head_names(architecture).items():
+        tensors[theirs] = np.ascontiguousarray(np.asarray(head_variables[ours].numpy(),
+                                                          np.float32))
     hf_config = huggingface_config(config, architecture)
     if type(model) in (BertClassifier, BertTokenTagger):
         names = model.label_names or [f"LABEL_{index}" for index in range(model.num_labels)]

@@ -14,8 +14,11 @@ Face `org/name`) stands for its folder in the download cache
 
 A fine-tuned model's folder also keeps its label names (`labels.txt`, one
 per line, beside the config): a reload needs no `num_labels` and gives names,
-not bare class indices; a multi-label classifier's also keeps how it reads
-them (`modeling.label_settings`).
+not bare class indices; and the model's class and settings
+(`model_settings.json`, `modeling.model_settings`), so a left-to-right,
+BiLSTM, windowed or multi-label model reloads as itself. A Hugging Face
+`BertFor...` folder says the same in its `config.json` (`id2label`,
+`problem_type`).
 
 Casing matters as much as the weights: an uncased model fed cased pieces
 sees mostly [UNK]. It comes from, in order, the caller, Hugging Face's
@@ -36,13 +39,16 @@ from typing import Any, TypeVar
 import keras
 
 from core.atomic import write_atomically
-from modeling.checkpoints import load_weights
+from modeling.checkpoints import CheckpointError, load_weights
 from modeling.config import BertConfig, ConfigError
-from modeling.label_settings import read_label_settings
+from modeling.model_settings import (LABEL_SETTINGS_FILE, SETTINGS_FILE, ModelRecord,
+                                     apply_model_record, read_huggingface_head,
+                                     read_model_settings)
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
-CONFIG_FILES = ("bert_config.json", "config.json")
+GOOGLE_CONFIG_FILE, HF_CONFIG_FILE = "bert_config.json", "config.json"
+CONFIG_FILES = (GOOGLE_CONFIG_FILE, HF_CONFIG_FILE)
 VOCAB_FILE = "vocab.txt"
 LABELS_FILE = "labels.txt"
 _CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(BertConfig))
@@ -77,10 +83,12 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
     that fits none of the model's weights or whose shapes differ is an error.
 
     A fine-tuned folder's `labels.txt` gives `num_labels` when the caller
-    gives none, and the model its `label_names`; a caller's other
-    `num_labels` asks for a new head, which those names do not describe. A
-    multi-label run's folder also gives `multi_label` and its `threshold`
-    (`modeling.label_settings`).
+    gives none, and the model its `label_names`; its `model_settings.json`
+    the saved model's settings (`causal`, `bilstm_units`, `multi_label`,
+    ...; `modeling.model_settings.apply_model_record` says which a caller may
+    override). A caller's other `num_labels` or class asks for a new head,
+    which those names do not describe. A checkpoint lacking a weight of the
+    model its folder says it holds is refused, naming the weights.
 
     Args:
       model_class: BertEncoder, BertPretrainer or a task model class.
@@ -100,12 +108,20 @@ def load_task_model(model_class: type[ModelT], path: str | os.PathLike,
         config = load_config(path, **overrides)
     elif overrides:
         config = config.replace(**overrides)
-    labels = _labels_for(model_class, path, kwargs)
+    saved = model_record(path)
+    same_model = saved is not None and apply_model_record(model_class, saved, kwargs)
+    labels = saved.labels if same_model else None
     parameters = inspect.signature(model_class.__init__).parameters
     if labels is not None and "label_names" in parameters:
         kwargs.setdefault("label_names", labels)
     model = model_class(config, **kwargs)
-    load_weights(model, path)
+    report = load_weights(model, path)
+    if same_model and saved.source.name == SETTINGS_FILE and report.missing:
+        # The folder holds the whole model it was saved from; a weight left at its
+        # initialization would give other outputs with no word.
+        raise CheckpointError(f"{report.source}: {len(report.missing)} weights of the "
+                              f"{saved.model} saved there are not in its checkpoint: "
+                              f"{', '.join(report.missing)}")
     if labels is not None and "label_names" not in parameters:
         model.label_names = labels
     return model
@@ -141,7 +157,10 @@ class Pretrained:
 
 
 def load_labels(path: str | os.PathLike) -> list[str] | None:
-    """The label names saved beside a fine-tuned model (`labels.txt`), None when it has none.
+    """The label names saved with a fine-tuned model, None when it has none.
+
+    They are this project's `labels.txt` beside the checkpoint, or a Hugging
+    Face `BertFor...` folder's `id2label` (none for its default `LABEL_0`, ...).
 
     Args:
       path: the model's folder or checkpoint.
@@ -151,20 +170,40 @@ def load_labels(path: str | os.PathLike) -> list[str] | None:
     >>> load_labels("mnli_output_dir")
     ['contradiction', 'entailment', 'neutral']
     """
-    folder = _labels_folder(path)
-    if folder is None:
+    saved = model_record(path)
+    return None if saved is None else saved.labels
+
+
+def model_record(path: str | os.PathLike) -> ModelRecord | None:
+    """What the folder of `path` keeps about its fine-tuned model: class, labels and settings
+    (`modeling.model_settings`); None for a folder that says nothing of one (a pre-trained
+    model's).
+
+    Args:
+      path: a model name, folder or checkpoint.
+    """
+    for folder in _candidate_folders(path):
+        if (folder / LABELS_FILE).is_file() or (folder / SETTINGS_FILE).is_file() or (
+                folder / LABEL_SETTINGS_FILE).is_file():
+            saved = read_model_settings(folder) or ModelRecord(None, None, {},
+                                                              folder / LABELS_FILE)
+            saved.labels = _read_labels(folder / LABELS_FILE)
+            return saved
+        hf_config = folder / HF_CONFIG_FILE
+        if hf_config.is_file() and not (folder / GOOGLE_CONFIG_FILE).is_file():
+            head = read_huggingface_head(hf_config)
+            if head is not None:
+                return head
+    return None
+
+
+def _read_labels(file: Path) -> list[str] | None:
+    if not file.is_file():
         return None
-    file = folder / LABELS_FILE
     labels = file.read_text(encoding="utf-8").splitlines()
     if not labels or not all(label.strip() for label in labels):
         raise ConfigError(f"{file}: expected one non-empty label per line")
     return labels
-
-
-def _labels_folder(path: str | os.PathLike) -> Path | None:
-    """The folder whose `labels.txt` describes the model in `path`, None when none does."""
-    return next((folder for folder in _candidate_folders(path)
-                 if (folder / LABELS_FILE).is_file()), None)
 
 
 def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
@@ -175,27 +214,6 @@ def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
     path = Path(folder) / LABELS_FILE
     write_atomically(path, "".join(f"{label}\n" for label in labels))
     return path
-
-
-def _labels_for(model_class: type, path: str | os.PathLike, kwargs: dict) -> list[str] | None:
-    """The saved labels if they describe the head asked for; fills in `num_labels`, and a
-    multi-label head's `multi_label` and `threshold` (`modeling.label_settings`) unless the
-    caller gives them (`multi_label=False` reads the head as single-label)."""
-    parameters = inspect.signature(model_class.__init__).parameters
-    if "num_labels" not in parameters:
-        return None
-    labels = load_labels(path)
-    if labels is None:
-        return None
-    if kwargs.get("num_labels") is None:
-        kwargs["num_labels"] = len(labels)
-    if kwargs["num_labels"] != len(labels):
-        return None
-    settings = read_label_settings(_labels_folder(path))
-    if settings and "multi_label" in parameters and kwargs.get("multi_label", True):
-        for name, value in settings.items():
-            kwargs.setdefault(name, value)
-    return labels
 
 
 def load_tokenizer(path: str | os.PathLike, do_lower_case: bool | None = None) -> FullTokenizer:

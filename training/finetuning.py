@@ -30,7 +30,7 @@ from core.arguments import FieldError
 from core.record_schema import ENCODER_INPUTS
 from modeling.checkpoints import load_weights, save_checkpoint
 from modeling.config import BertConfig
-from modeling.label_settings import label_settings, save_label_settings
+from modeling.model_settings import model_settings, save_model_settings
 from modeling.pretrained import LABELS_FILE, save_labels
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig
@@ -147,21 +147,21 @@ def save_model_files(model: keras.Model, config: BertConfig, vocab_file: str, ou
 
     `labels` (the class or tag names, in the order of the model's outputs)
     go to `labels.txt`, so `modeling.load_task_model` reloads the folder
-    without `num_labels` and with names, and a multi-label head's reading to
-    `label_settings.json` (`modeling.label_settings`), so it reloads
-    multi-label; a model without them (regression, single-label) removes an
-    earlier run's file, which would describe another head. Returns the paths
-    written.
+    without `num_labels` and with names; the model's class and settings
+    (`causal`, `bilstm_units`, `multi_label`, `long_texts`, ...) to
+    `model_settings.json` (`modeling.model_settings`), so it reloads as the
+    same model. A model without labels (regression, SQuAD) removes an
+    earlier run's `labels.txt`, which would describe another head. Returns
+    the paths written.
     """
     written = (os.path.join(output_dir, "model.ckpt"),
                os.path.join(output_dir, "bert_config.json"), os.path.join(output_dir, "vocab.txt"))
     save_checkpoint(model, written[0])
     config.to_json_file(written[1])
     shutil.copyfile(vocab_file, written[2])
-    settings = save_label_settings(output_dir, label_settings(model) if labels else {})
+    written = (*written, str(save_model_settings(output_dir, model_settings(model))))
     if labels:
-        written = (*written, str(save_labels(output_dir, labels)))
-        return (*written, str(settings)) if settings else written
+        return (*written, str(save_labels(output_dir, labels)))
     if os.path.exists(os.path.join(output_dir, LABELS_FILE)):
         os.remove(os.path.join(output_dir, LABELS_FILE))
     return written

@@ -25,6 +25,15 @@ _HF_RENAMED = {
     "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
     "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
 }
+# Hugging Face's fine-tuned BertFor... classes (`architectures` in config.json): the module of
+# their head -> our head's Google-style prefix, and the model class of ours with that head. A
+# head is one Linear layer, stored [outputs, hidden] in both, so it is renamed, not transposed.
+HF_TASK_HEADS = {
+    "BertForSequenceClassification": ("classifier", "", "BertClassifier"),
+    "BertForMultipleChoice": ("classifier", "multiple_choice/", "BertMultipleChoice"),
+    "BertForTokenClassification": ("classifier", "ner/", "BertTokenTagger"),
+    "BertForQuestionAnswering": ("qa_outputs", "cls/squad/", "BertSpanModel"),
+}
 _LAST_PART = {"kernel": "weight", "gamma": "weight", "beta": "bias",
               "bias": "bias", "output_weights": "weight", "output_bias": "bias"}
 
@@ -62,6 +71,15 @@ def huggingface_to_google(name: str) -> tuple[str, bool]:
     if path[-1] == "LayerNorm":
         return f"{google_path}/{'gamma' if last == 'weight' else 'beta'}", False
     return f"{google_path}/{'kernel' if last == 'weight' else 'bias'}", last == "weight"
+
+
+def huggingface_head_names(architecture: str | None) -> dict[str, str]:
+    """{Hugging Face name: Google name} of the head of a `BertFor...` `architecture`; {} for
+    another (a BertModel, a pre-training class), whose names the general rule translates."""
+    if architecture not in HF_TASK_HEADS:
+        return {}
+    head, prefix, _ = HF_TASK_HEADS[architecture]
+    return {f"{head}.weight": f"{prefix}output_weights", f"{head}.bias": f"{prefix}output_bias"}
 
 
 def normalize_huggingface_name(name: str) -> str:

@@ -5,7 +5,9 @@ Three formats reach `--init_checkpoint`:
 - Google's TF1 checkpoints (`bert_model.ckpt` prefix, name-based, optimizer
   slots `adam_m`/`adam_v` beside the weights of training checkpoints);
 - Hugging Face BERT: a folder with `model.safetensors` (or a sharded
-  `model.safetensors.index.json`), or a `.safetensors` file;
+  `model.safetensors.index.json`), or a `.safetensors` file; a fine-tuned
+  `BertFor...` class's head (named by `architectures` in the `config.json`
+  beside it) reads as our task model's head (`names.HF_TASK_HEADS`);
 - this project's own checkpoints, object-based `tf.train.Checkpoint`s whose
   object graph names each model weight by its Google name under
   `weights/named`, so they translate back without knowing which model class
@@ -245,8 +247,12 @@ def _read_safetensors(files: list[Path], source: str) -> CheckpointTensors:
             by_hf_name.update(load_file(str(file)))
         except (SafetensorError, OSError) as error:
             raise CheckpointError(f"{file}: unreadable safetensors file: {error}") from None
+    head_names = names.huggingface_head_names(_architecture(files[0].parent / "config.json"))
     tensors, skipped = {}, []
     for hf_name, array in by_hf_name.items():
+        if hf_name in head_names:  # a BertFor... head: our task model's, already [out, in]
+            tensors[head_names[hf_name]] = array
+            continue
         normalized = names.normalize_huggingface_name(hf_name)
         if names.HF_SKIPPED.search(normalized):
             skipped.append(hf_name)
@@ -258,3 +264,21 @@ def _read_safetensors(files: list[Path], source: str) -> CheckpointTensors:
         tensors[google_name] = array.T if transposed else array
     return CheckpointTensors(source, "huggingface", tensors, sorted(skipped))
 
+
+
+def _architecture(config_file: Path) -> str | None:
+    """The class a Hugging Face `config.json` names (`architectures[0]`); None without one.
+
+    It tells whose head `classifier.weight` is: a sequence classifier's, a
+    token classifier's or a multiple-choice scorer's.
+    """
+    if not config_file.is_file():
+        return None
+    try:
+        settings = json.loads(config_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{config_file}: not a JSON config ({error})") from None
+    architectures = settings.get("architectures") if isinstance(settings, dict) else None
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        return architectures[0]
+    return None

@@ -7,11 +7,13 @@ import pytest
 import tensorflow as tf
 
 from modeling import (BertClassifier, BertMultipleChoice, BertSpanModel, BertTokenTagger,
-                      load_config)
+                      load_config, load_labels)
+from modeling.config import ConfigError
+from modeling.export_sources import export_source
 from modeling.exports import export_model
 from modeling.huggingface_tasks import export_huggingface_task
 from tests.fixtures import TestCase
-from tests.modeling.tiny_folder import tiny_folder
+from tests.modeling.tiny_folder import TinyFolderTestCase, tiny_folder
 from tests.reference_python import (NO_REFERENCE, minilm_or_skip, reference_python,
                                     run_reference)
 
@@ -121,3 +123,49 @@ class HuggingFaceTaskLayoutTest(TestCase):
             with self.assertRaisesRegex(ValueError, message):
                 export_model(model, out, "huggingface")
             self.assertFalse(out.exists())
+
+
+class HuggingFaceTaskFolderLoadsTest(TinyFolderTestCase):
+    """A `BertFor...` folder (here our own export) loads back with its head and labels."""
+
+    def test_exported_classifiers_and_tagger_load_back_as_they_were(self):
+        words = [text.split() for text in TEXTS]
+        cases = [  # (model class, its arguments, inputs, label names after the round trip)
+            (BertClassifier, {"num_labels": 3, "label_names": ["neg", "neutral", "pos"]},
+             TEXTS, ["neg", "neutral", "pos"]),
+            (BertClassifier, {"num_labels": 3, "multi_label": True}, TEXTS, None),
+            (BertClassifier, {"num_labels": 1}, TEXTS, None),
+            (BertTokenTagger, {"num_labels": 4, "label_names": ["O", "B-PER", "I-PER", "B-LOC"]},
+             words, ["O", "B-PER", "I-PER", "B-LOC"]),
+        ]
+        for index, (model_class, arguments, inputs, names) in enumerate(cases):
+            with self.subTest(f"{model_class.__name__} {arguments}"):
+                model = model_class.from_pretrained(self.folder, sequence_length=16, **arguments)
+                _randomize_head(model)
+                out = self.tmp_path() / f"hf_{index}"
+                export_model(model, out, "huggingface")
+                for reloaded in (model_class.from_pretrained(out, sequence_length=16),
+                                 export_source(out).model):
+                    self.assertIsInstance(reloaded, model_class)
+                    self.assertEqual((reloaded.num_labels, reloaded.label_names),
+                                     (model.num_labels, names))
+                    self.assertEqual(getattr(reloaded, "multi_label", None),
+                                     getattr(model, "multi_label", None))
+                self.assertEqual(load_labels(out), names)
+                reloaded = model_class.from_pretrained(out, sequence_length=16)
+                self.assertAllClose(model.predict(inputs, verbose=0),
+                                    reloaded.predict(inputs, verbose=0), atol=1e-6, rtol=0)
+
+    def test_a_bad_id2label_or_problem_type_is_named(self):
+        model = BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=16)
+        out = self.tmp_path() / "hf"
+        export_model(model, out, "huggingface")
+        config = json.loads((out / "config.json").read_text())
+        cases = [({"id2label": {"0": "neg", "2": "pos"}}, "id2label must map"),
+                 ({"problem_type": "ranking"}, "problem_type must be"),
+                 ({"problem_type": "regression"}, "a regression \\(problem_type\\) with 2")]
+        for change, message in cases:
+            with self.subTest(change):
+                (out / "config.json").write_text(json.dumps({**config, **change}))
+                with self.assertRaisesRegex(ConfigError, f"hf/config.json: {message}"):
+                    BertClassifier.from_pretrained(out)

@@ -56,8 +56,9 @@ class LabelsRoundTripTest(TestCase):
         keras.utils.set_random_seed(1)
         original = BertClassifier(self.config, num_labels=3, multi_label=True, threshold=0.3)
         out = self._save(original, labels)
-        self.assertEqual(json.loads((out / "label_settings.json").read_text()),
-                         {"multi_label": True, "threshold": 0.3})
+        settings = json.loads((out / "model_settings.json").read_text())
+        self.assertEqual((settings["model"], settings["multi_label"], settings["threshold"]),
+                         ("BertClassifier", True, 0.3))
         for source in (out, out / "model.ckpt"):
             reloaded = BertClassifier.from_pretrained(source)
             self.assertEqual((reloaded.multi_label, reloaded.threshold), (True, 0.3))
@@ -68,13 +69,26 @@ class LabelsRoundTripTest(TestCase):
         self.assertEqual(load_task_model(BertClassifier, out, threshold=0.7).threshold, 0.7)
         single = load_task_model(BertClassifier, out, multi_label=False)
         self.assertEqual((single.multi_label, single.threshold), (False, 0.5))
-        # A single-label model saved over it removes the file; the folder reloads single-label.
+        # A single-label model saved over it rewrites the file; the folder reloads single-label.
         self._save(BertClassifier(self.config, num_labels=3), labels)
-        self.assertFalse((out / "label_settings.json").exists())
+        self.assertFalse(json.loads((out / "model_settings.json").read_text())["multi_label"])
         self.assertFalse(BertClassifier.from_pretrained(out).multi_label)
+
+    def test_an_older_folders_label_settings_still_reload_multi_label(self):
+        out = self._save(BertClassifier(self.config, num_labels=3), ["film", "neg", "pos"])
+        (out / "model_settings.json").unlink()  # as folders were written before it
+        (out / "label_settings.json").write_text('{"multi_label": true, "threshold": 0.3}')
+        reloaded = BertClassifier.from_pretrained(out)
+        self.assertEqual((reloaded.multi_label, reloaded.threshold), (True, 0.3))
+        single = load_task_model(BertClassifier, out, multi_label=False)
+        self.assertEqual((single.multi_label, single.threshold), (False, 0.5))
+        # Saving over it writes model_settings.json and removes the older file.
+        self._save(BertClassifier(self.config, num_labels=3), ["film", "neg", "pos"])
+        self.assertFalse((out / "label_settings.json").exists())
 
     def test_a_broken_label_settings_file_is_named(self):
         out = self._save(BertClassifier(self.config, num_labels=2), ["neg", "pos"])
+        (out / "model_settings.json").unlink()  # an older folder, which has label_settings.json
         for text in ("{", '{"multi_label": true, "threshold": 1.5}', '{"multi_label": false}'):
             (out / "label_settings.json").write_text(text)
             with self.assertRaisesRegex(ConfigError, r"out/label_settings\.json: "):

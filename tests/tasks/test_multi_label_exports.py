@@ -1,7 +1,7 @@
 """A multi-label run's folder exports multi-label: raw text, TF Serving's ids, Hugging Face.
 
 The folder is what `run_classifier.py --multi_label` leaves (`save_model_files`):
-its checkpoint, `labels.txt` and `label_settings.json`. Every export reads it
+its checkpoint, `labels.txt` and `model_settings.json`. Every export reads it
 through `export_model`, as `export_model.py --source=<run folder>` does.
 """
 
