@@ -20,7 +20,6 @@ window of each (question, context) in the graph, counting what it cuts.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import keras
 import numpy as np

@@ -26,8 +26,8 @@ their labels and weights) as Keras holds out the last rows of arrays, before
 they are packed, so the schedule is sized by the texts that train.
 
 Every argument is checked in Python before Keras builds a dataset: counts,
-rates, labels (by the task's hooks), sample weights, empty inputs
-(`modeling.text_arguments`) and the preprocessor. An empty input predicts an
+rates, empty inputs (`modeling.text_arguments`), and the texts, labels and
+sample weights (by the task's preprocessor). An empty input predicts an
 empty result; `fit` and `evaluate` refuse it. Texts cut at `sequence_length`
 are counted and logged once per call (`modeling.truncation`).
 """
