@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from core.arguments import check_integer
@@ -163,7 +164,7 @@ class BertPreprocessor(keras.layers.Layer):
 
     @classmethod
     def from_pretrained(cls, source: str | os.PathLike, sequence_length: int | None = None,
-                        do_lower_case: bool | None = None) -> "BertPreprocessor":
+                        do_lower_case: bool | None = None, **settings: Any) -> "BertPreprocessor":
         """The preprocessor for the model in `source`: its vocabulary and casing.
 
         Casing comes from the folder as `load_tokenizer` decides it, unless
@@ -178,6 +179,7 @@ class BertPreprocessor(keras.layers.Layer):
             None: 128 (keras-hub's and the runners' default), or the model's
             `max_position_embeddings` when that is smaller.
           do_lower_case: True or False to override the folder's casing.
+          **settings: a task preprocessor's own arguments (`num_labels=2`).
 
         Examples:
 
@@ -199,7 +201,8 @@ class BertPreprocessor(keras.layers.Layer):
         tokenizer = load_tokenizer(source, do_lower_case=do_lower_case)
         tokens = tokenizer.inv_vocab
         return cls([tokens[index] for index in range(len(tokens))],
-                   do_lower_case=tokenizer.do_lower_case, sequence_length=sequence_length)
+                   do_lower_case=tokenizer.do_lower_case, sequence_length=sequence_length,
+                   **settings)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -225,6 +228,23 @@ def load_preprocessor(source: str | os.PathLike, sequence_length: int | None = N
     128
     """
     return BertPreprocessor.from_pretrained(source, sequence_length, do_lower_case)
+
+
+def ragged_words(sentences) -> tf.RaggedTensor:
+    """Sentences as lists of words -> [N, (words)] strings (empty sentences allowed)."""
+    if isinstance(sentences, tf.RaggedTensor):
+        return sentences
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, (list, tuple, np.ndarray)):
+            raise TypeError(f"sentence {index} is a {type(sentence).__name__}: a tagger takes "
+                            "each sentence as a list of words (str)")
+        for position, word in enumerate(sentence):
+            if not isinstance(word, (str, bytes)):
+                raise TypeError(f"sentence {index}, word {position} is {word!r}: words must "
+                                "be strings")
+    return tf.RaggedTensor.from_row_lengths(
+        tf.constant([word for sentence in sentences for word in sentence], tf.string),
+        [len(sentence) for sentence in sentences])
 
 
 def split_segments(inputs) -> tuple[tf.Tensor, tf.Tensor | None]:

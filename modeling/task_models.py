@@ -1,12 +1,10 @@
 """Fine-tuning models: the paper's task heads on top of the encoder (Figure 4).
 
-Each model takes the packed inputs (`input_ids`, `input_mask`,
-`segment_ids`) and returns float32 logits; each lists its weights under
-Google-style names (`checkpoint_variables()`) so that a pre-trained
-checkpoint fills the encoder and a fine-tuned one reloads whole. Head
-weights are stored [outputs, hidden], the orientation the original
-`run_classifier.py` / `run_squad.py` used (`output_weights`,
-`cls/squad/output_weights`), so their checkpoints load too.
+Each model takes the packed inputs and returns float32 logits
+(`modeling.fine_tuning_model` holds what they share); each reads raw text
+through its task's preprocessor (`modeling.classifier_preprocessor`,
+`modeling.tagger_preprocessor`, `modeling.span_preprocessor`) and turns its
+logits back into the task's answers: labels, tags, answer texts.
 
 The left-to-right (GPT-style) variant of the classifier cannot read the
 [CLS] vector: under causal attention the first position sees only itself.
@@ -22,190 +20,35 @@ token.
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from collections.abc import Sequence
 
 import keras
 import numpy as np
 from keras import ops
+from scipy import special
 
 from core.arguments import check_flag, check_integer, check_number
+from modeling.classifier_preprocessor import BertClassifierPreprocessor
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.labelled_text import SentenceTextMixin, WordTaggerMixin
+from modeling.fine_tuning_model import (FineTuningModel, OutputProjection, SequenceModel,
+                                        bilstm_layer, bilstm_variables, flatten_choices,
+                                        last_real_token)
 from modeling.heads import LeftToRightLMHead
-from core.record_schema import ENCODER_INPUTS
-from modeling.labels import check_label_names
-from modeling.multi_label import check_threshold
-from modeling.layers import int8
-from modeling.layers.dropout import Dropout
-from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
-from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import Pretrained, check_source, model_files
+from modeling.labels import check_label_names, label_outputs
+from modeling.multi_label import MultiLabelF1, check_threshold, label_sets
 from modeling.pretrainer import cross_entropy, left_to_right_lm_loss
-from modeling.quantization import QuantizableModel
-from modeling.span_text import SpanTextMixin
-from modeling.text_tasks import TextTaskMixin
+from modeling.span_preprocessor import BertSpanPreprocessor, questions_and_contexts
+from modeling.tagger_preprocessor import BertTaggerPreprocessor, sentence_lengths
+from modeling.text_arguments import is_raw_text, optional_count
 from modeling.text_windows import (EXAMPLE_WINDOWS, TRUNCATE, WORD_POSITIONS,
-                                   check_window_settings, mean_over_windows, stride_for,
-                                   word_logits)
+                                   check_window_settings, mean_over_windows, word_logits)
+from text.answer_spans import (MAX_ANSWER_LENGTH, N_BEST_SIZE, BasicWords, Span,
+                               candidate_spans, final_text, pieces_text)
+from text.sliding_windows import DOC_STRIDE
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class OutputProjection(int8.Quantizable, ConfigurableLayer):
-    """logits = x . W^T + b with W stored [units, hidden], under a Google-style name.
-
-    `quantize("int8")` makes W int8 per unit (`modeling.layers.int8`).
-    """
-
-    def __init__(self, units: int, hidden_size: int, initializer_range: float,
-                 checkpoint_prefix: str, **kwargs):
-        super().__init__(**kwargs)
-        self.keep_settings(units=units, hidden_size=hidden_size,
-                           initializer_range=initializer_range,
-                           checkpoint_prefix=checkpoint_prefix)
-        self.supports_masking = True  # a BiLSTM below hands its padding mask on
-        self.output_weights = self.add_weight(
-            shape=(units, hidden_size), name="output_weights",
-            initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
-        self.output_bias = self.add_weight(shape=(units,), initializer="zeros",
-                                           name="output_bias")
-        if self.quantization_mode == int8.MODE:  # rebuilt from a quantized layer's config
-            int8.quantize_weights(self, ("output_weights",), input_axis=1)
-        self.built = True
-
-    def call(self, hidden):
-        weights = ops.cast(self.output_weights, hidden.dtype)
-        logits = ops.matmul(hidden, ops.transpose(weights))
-        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
-
-    def quantize(self, mode=None, type_check=True, config=None):
-        int8.quantize_layer(self, mode, config, ("output_weights",), input_axis=1)
-
-    def quantized_call(self, hidden):
-        weights = int8.quantized_weight(self, "output_weights", transposed=True)
-        return int8.product(int8.quantize_rows(hidden), weights, self.output_bias)
-
-    def checkpoint_variables(self) -> dict:
-        prefix = f"{self.checkpoint_prefix}/" if self.checkpoint_prefix else ""
-        return {f"{prefix}output_weights": self.output_weights,
-                f"{prefix}output_bias": self.output_bias}
-
-
-class _FineTuningModel(TextTaskMixin, Pretrained, QuantizableModel, ConfigurableModel):
-    """Shared wiring: an encoder named "bert", dropout, checkpoint names, and a config.
-
-    The config holds the BERT hyperparameters as a plain dict plus the
-    settings each subclass keeps (`ConfigurableModel`). An optional `preprocessor`
-    (`BertPreprocessor`) lets `fit`/`predict` take raw text (`TextTaskMixin`);
-    it travels in the config, so a `.keras` file keeps it.
-    """
-
-    def __init__(self, config: BertConfig, causal: bool = False,
-                 preprocessor: BertPreprocessor | dict | None = None, **kwargs):
-        super().__init__(**kwargs)
-        self.keep_settings(config=config, causal=causal)
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if preprocessor is not None:
-            config.check_sequence_length(preprocessor.sequence_length)
-        self.preprocessor = preprocessor
-        self.encoder = BertEncoder(config, causal=causal, name="bert", dtype=self.dtype_policy)
-        self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
-
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, sequence_length: int | None = None,
-                        do_lower_case: bool | None = None, **kwargs: Any) -> "_FineTuningModel":
-        """This model on the encoder (or whole fine-tuned model) saved in `path`, taking text.
-
-        The folder's preprocessor comes attached, so `fit`, `evaluate` and
-        `predict` take raw text, as keras-hub's task models do. A source
-        without a vocabulary (a bare checkpoint), and a model without raw-text
-        support (`BertMultipleChoice`), give a model of packed inputs only,
-        unless `sequence_length` or `do_lower_case` ask for a preprocessor.
-
-        Args:
-          path: a model name, folder or checkpoint, as `--init_checkpoint` takes it.
-          sequence_length: tokens per packed row; None: 128, or the model's
-            `max_position_embeddings` when that is smaller. A longer one than
-            the position embeddings is refused.
-          do_lower_case: True or False to override the folder's casing.
-          **kwargs: the model's arguments (`num_labels=2`) and BertConfig fields
-            to override; `preprocessor=None` for packed inputs only. See
-            `modeling.pretrained.load_task_model`.
-
-        Examples:
-
-        >>> model = BertClassifier.from_pretrained("uncased_L-12_H-768_A-12", num_labels=2)
-        >>> model.compile()
-        >>> model.fit(["a fine film", "a dull film"], [1, 0], epochs=1)
-        """
-        check_source(path)
-        if "preprocessor" in kwargs:
-            if sequence_length is not None or do_lower_case is not None:
-                raise ValueError("give either preprocessor=... or sequence_length / "
-                                 "do_lower_case (which build the folder's preprocessor), "
-                                 "not both")
-        elif sequence_length is not None or do_lower_case is not None or (
-                cls.reads_text() and model_files(path)[1] is not None):
-            kwargs["preprocessor"] = load_preprocessor(path, sequence_length, do_lower_case)
-        return super().from_pretrained(path, **kwargs)
-
-    @classmethod
-    def reads_text(cls) -> bool:
-        """Whether the model takes raw text (it has the hooks), so gets a preprocessor by default."""
-        return cls._text_columns is not TextTaskMixin._text_columns
-
-    def build(self, input_shape=None):
-        # Every weight exists once __init__ returns; a `.keras` reload calls this.
-        self.built = True
-
-    def _finish_build(self, input_shape: tuple) -> None:
-        """Marks the model built, at the end of each subclass's __init__.
-
-        Every weight already exists, so `count_params()` works on a model
-        fresh from `from_pretrained` or `from_config`. `summary()` runs `call`
-        once on symbolic inputs of `input_shape` first, which records each
-        layer's output shape; a second or so for BERT-Base, so not paid by
-        every construction.
-        """
-        if self.preprocessor is not None:
-            input_shape = (*input_shape[:-1], self.preprocessor.sequence_length)
-        self._summary_input_shape = input_shape
-        self.built = True
-
-    def summary(self, *args, **kwargs):
-        if self._summary_input_shape is not None:
-            self.call({key: keras.KerasTensor(self._summary_input_shape, "int32")
-                       for key in ENCODER_INPUTS})
-            self._summary_input_shape = None
-        return super().summary(*args, **kwargs)
-
-    def get_config(self):
-        config = super().get_config()
-        if self.preprocessor is not None:
-            config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
-        return config
-
-    def encode(self, features, training=None, pooled_only: bool = False) -> dict:
-        """The encoder's outputs; with `pooled_only`, only `pooled_output` is meaningful.
-
-        A head that reads [CLS]'s pooled vector alone lets the last block
-        compute just [CLS] (the encoder's `output_positions`, here none).
-        """
-        inputs = {key: features[key] for key in ENCODER_INPUTS if key in features}
-        no_positions = ops.zeros_like(inputs["input_ids"][:, :0]) if pooled_only else None
-        return self.encoder(inputs, training=training, output_positions=no_positions)
-
-    def head_variables(self) -> dict:
-        raise NotImplementedError
-
-    def checkpoint_variables(self) -> dict:
-        return {**self.encoder.checkpoint_variables(), **self.head_variables()}
-
-
-@keras.saving.register_keras_serializable(package="bert")
-class BertClassifier(SentenceTextMixin, _FineTuningModel):
+class BertClassifier(FineTuningModel):
     """Sentence (pair) classification: K logits, or one score for regression (STS-B).
 
     `bilstm_units > 0` reads the sequence with a randomly initialized
@@ -217,7 +60,8 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
     whole with `long_texts="windows"`: windows `window_stride` sub-tokens
     apart (default: half a window), each trained on as an example with its
     text's label, a text predicted and evaluated by the mean of its windows'
-    logits (`modeling.text_windows`).
+    logits (`modeling.text_windows`). Its preprocessor is a
+    `BertClassifierPreprocessor` with the model's labels and windows.
 
     Args:
       config: the encoder's hyperparameters.
@@ -235,7 +79,9 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
       long_texts: "truncate" (cut to `sequence_length`) or "windows" (read whole).
       window_stride: with "windows", sub-tokens between window starts
         (default: half a window).
-      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+      preprocessor: a `BertPreprocessor` (or `BertClassifierPreprocessor`) so
+        that `fit` and `predict` take text; None for packed inputs only.
+      **kwargs: Keras model arguments (`name`, `dtype`).
 
     Examples:
 
@@ -247,11 +93,13 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
     ['positive']
     """
 
+    preprocessor_class = BertClassifierPreprocessor
+
     def __init__(self, config: BertConfig, num_labels: int, causal: bool = False,
                  lm_aux_weight: float = 0.0, both_orders: bool = False, bilstm_units: int = 0,
-                 label_names: list[str] | None = None, multi_label: bool = False,
+                 label_names: Sequence[str] | None = None, multi_label: bool = False,
                  threshold: float = 0.5, long_texts: str = TRUNCATE,
-                 window_stride: int | None = None, **kwargs):
+                 window_stride: int | None = None, preprocessor=None, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
         num_labels = check_integer("num_labels", num_labels)
         lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
@@ -264,11 +112,14 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
             raise ValueError(f"threshold={threshold} applies to multi_label=True; a "
                              "single-label model predicts its most probable class")
         window_stride = check_window_settings(long_texts, window_stride)
-        _check_stride(window_stride, kwargs.get("preprocessor"))
         if both_orders and long_texts != TRUNCATE:
             raise ValueError(f"long_texts={long_texts!r} reads single texts; a both_orders "
                              "model takes packed pairs")
-        super().__init__(config, causal=causal, **kwargs)
+        label_names = check_label_names(label_names, num_labels)
+        preprocessor = BertClassifierPreprocessor.for_task(
+            preprocessor, num_labels=num_labels, label_names=label_names,
+            multi_label=multi_label, long_texts=long_texts, window_stride=window_stride)
+        super().__init__(config, causal=causal, preprocessor=preprocessor, **kwargs)
         if lm_aux_weight and not causal:
             raise ValueError("lm_aux_weight needs the left-to-right model (causal=True)")
         if both_orders and not causal:
@@ -276,10 +127,9 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
                              "model (causal=True); a bidirectional model sees both texts")
         self.keep_settings(num_labels=num_labels, lm_aux_weight=lm_aux_weight,
                            both_orders=both_orders, bilstm_units=bilstm_units,
-                           label_names=check_label_names(label_names, num_labels),
-                           multi_label=multi_label, threshold=threshold,
+                           label_names=label_names, multi_label=multi_label, threshold=threshold,
                            long_texts=long_texts, window_stride=window_stride)
-        self.bilstm = _bilstm(bilstm_units, config.hidden_size, False, self.dtype_policy)
+        self.bilstm = bilstm_layer(bilstm_units, config.hidden_size, False, self.dtype_policy)
         self.summary_size = 2 * bilstm_units if bilstm_units else config.hidden_size
         self.classifier = OutputProjection(num_labels, self.summary_size,
                                            config.initializer_range, "", name="classifier",
@@ -293,14 +143,14 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
 
     def call(self, features, training=None):
         if self.both_orders:  # [batch, 2, seq]: (a, b) and (b, a), one sequence each
-            features, orders = _flatten_choices(features)
+            features, orders = flatten_choices(features)
         encoded = self.encode(features, training,
                               pooled_only=self.bilstm is None and not self.causal)
         if self.bilstm is not None:
             summary = self.bilstm(encoded["sequence_output"],
                                   mask=ops.cast(features["input_mask"], "bool"), training=training)
         elif self.causal:
-            summary = _last_real_token(encoded["sequence_output"], features["input_mask"])
+            summary = last_real_token(encoded["sequence_output"], features["input_mask"])
         else:
             summary = encoded["pooled_output"]
         if self.both_orders:
@@ -316,14 +166,75 @@ class BertClassifier(SentenceTextMixin, _FineTuningModel):
         return logits
 
     def head_variables(self) -> dict:
-        names = {**self.classifier.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
+        names = {**self.classifier.checkpoint_variables(), **bilstm_variables(self.bilstm)}
         if self.lm_head is not None:
             names.update(self.lm_head.checkpoint_variables())
         return names
 
+    def _require_preprocessor(self) -> None:
+        if self.both_orders:
+            raise ValueError("a both_orders model takes packed [batch, 2, seq] inputs")
+        super()._require_preprocessor()
+
+    def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
+        return np.zeros((0,) if self.num_labels == 1 else (0, self.num_labels), np.float32)
+
+    def default_loss(self) -> keras.losses.Loss:
+        if self.num_labels == 1:
+            return keras.losses.MeanSquaredError()
+        if self.multi_label:  # each label a yes/no of its own
+            return keras.losses.BinaryCrossentropy(from_logits=True)
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self) -> list:
+        if self.num_labels == 1:
+            return []
+        if self.multi_label:
+            return [MultiLabelF1(self.label_names or list(range(self.num_labels)),
+                                 self.threshold)]
+        return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
+    def predict_labels(self, x, batch_size: int | None = None, return_scores: bool = False):
+        """The predicted label of each text, by name if the model has `label_names`.
+
+        Args:
+          x: texts, or pairs, as `predict` takes them.
+          batch_size: texts per batch (32 when None).
+          return_scores: also return the probabilities, [N, num_labels] in label
+            order: the softmax of the logits, or for a `multi_label` model each
+            label's sigmoid.
+
+        Returns:
+          One label per text (its index without `label_names`); for a
+          `multi_label` model, the list of labels whose probability exceeds
+          `threshold`; for regression (one label), the score itself. With
+          `return_scores`, a pair (labels, probabilities). [] for no texts.
+
+        Examples:
+
+        >>> labels, scores = model.predict_labels(["a fine film"], return_scores=True)
+        >>> labels, scores.shape
+        (['positive'], (1, 2))
+        """
+        return_scores = check_flag("return_scores", return_scores)
+        if return_scores and self.num_labels == 1:
+            raise ValueError("return_scores=True needs classes: a regression model "
+                             "(num_labels=1) predicts the score itself, which predict_labels "
+                             "already returns")
+        logits = self.predict(x, batch_size=batch_size, verbose=0)
+        if self.num_labels == 1:
+            return logits.tolist()
+        if self.multi_label:
+            probabilities = special.expit(logits)
+            labels = label_sets(probabilities, self.threshold, self.label_names)
+        else:
+            probabilities = special.softmax(logits, axis=-1)
+            labels = label_outputs(np.argmax(logits, axis=-1).tolist(), self.label_names)
+        return (labels, probabilities) if return_scores else labels
+
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertMultipleChoice(_FineTuningModel):
+class BertMultipleChoice(FineTuningModel):
     """SWAG: each (context, ending) pair encoded, one score per choice from [CLS]
     (from the last token under `causal`, GPT's multiple-choice input).
 
@@ -354,9 +265,9 @@ class BertMultipleChoice(_FineTuningModel):
         self._finish_build((None, 4, None))  # SWAG's four choices; any count works when called
 
     def call(self, features, training=None):
-        flat, choices = _flatten_choices(features)
+        flat, choices = flatten_choices(features)
         encoded = self.encode(flat, training, pooled_only=not self.causal)
-        summary = (_last_real_token(encoded["sequence_output"], flat["input_mask"])
+        summary = (last_real_token(encoded["sequence_output"], flat["input_mask"])
                    if self.causal else encoded["pooled_output"])
         scores = self.scorer(self.dropout(summary, training=training))
         return ops.reshape(scores, (-1, choices))
@@ -375,38 +286,25 @@ class BertMultipleChoice(_FineTuningModel):
         return np.zeros((0, input_shape[1] if len(input_shape) == 3 else 0), np.float32)
 
 
-class _SequenceModel(_FineTuningModel):
-    """A head on every position's vector: the sequence output, through an optional BiLSTM.
-
-    `bilstm_units > 0` puts a randomly initialized bidirectional LSTM between
-    the encoder and the head (Table 5's "+ BiLSTM"), fine-tuned with it. No
-    head here reads [CLS]'s pooled vector, so the pooler stays frozen.
-    """
-
-    def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
-        super().__init__(config, **kwargs)
-        self.keep_settings(bilstm_units=bilstm_units)
-        self.bilstm = _bilstm(bilstm_units, config.hidden_size, True, self.dtype_policy)
-        self.sequence_width = 2 * bilstm_units if bilstm_units else config.hidden_size
-        self.encoder.pooler.trainable = False
-
-    def read_sequence(self, features, training=None):
-        """[batch, seq, `sequence_width`]: what the head reads at each position."""
-        sequence = self.encode(features, training)["sequence_output"]
-        if self.bilstm is None:
-            return sequence
-        return self.bilstm(sequence, mask=ops.cast(features["input_mask"], "bool"),
-                           training=training)
-
-
 @keras.saving.register_keras_serializable(package="bert")
-class BertSpanModel(SpanTextMixin, _SequenceModel):
+class BertSpanModel(SequenceModel):
     """SQuAD: start and end logits per position (the paper's vectors S and E).
+
+    From raw text (its preprocessor is a `BertSpanPreprocessor`):
+    `predict((questions, contexts))` gives the logits of one window per
+    example (what does not fit is counted and logged); `predict_answers` the
+    answers' texts over every window, as `run_squad.py` finds them; and
+    `fit((questions, contexts), answers)` trains as the runner trains, on
+    every window of each context, with the runner's loss (the mean of the
+    start and end cross-entropies). SQuAD 2.0's null answer stays in
+    `run_squad.py`.
 
     Args:
       config: the encoder's hyperparameters.
       bilstm_units: units per direction of a BiLSTM under the head; 0 for none.
-      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+      preprocessor: a `BertPreprocessor` (or `BertSpanPreprocessor`) so that
+        the model takes text; None for packed inputs only.
+      **kwargs: Keras model arguments (`name`, `dtype`).
 
     Examples:
 
@@ -415,9 +313,13 @@ class BertSpanModel(SpanTextMixin, _SequenceModel):
     ['Paris.']
     """
 
-    def __init__(self, config: BertConfig, bilstm_units: int = 0, **kwargs):
+    preprocessor_class = BertSpanPreprocessor
+
+    def __init__(self, config: BertConfig, bilstm_units: int = 0, preprocessor=None,
+                 **kwargs):
         kwargs.setdefault("name", "bert_span")
-        super().__init__(config, bilstm_units, **kwargs)
+        super().__init__(config, bilstm_units,
+                         preprocessor=BertSpanPreprocessor.for_task(preprocessor), **kwargs)
         self.span = OutputProjection(2, self.sequence_width, config.initializer_range,
                                      "cls/squad", name="span", dtype=self.dtype_policy)
         self._finish_build((None, None))
@@ -427,16 +329,95 @@ class BertSpanModel(SpanTextMixin, _SequenceModel):
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def head_variables(self) -> dict:
-        return {**self.span.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
+        return {**self.span.checkpoint_variables(), **bilstm_variables(self.bilstm)}
+
+    def _empty_outputs(self, input_shape: tuple) -> dict[str, np.ndarray]:
+        empty = np.zeros((0, input_shape[-1]), np.float32)
+        return {"start_logits": empty, "end_logits": empty.copy()}
+
+    def default_loss(self) -> dict[str, keras.losses.Loss]:
+        # Half of each cross-entropy: Keras adds the outputs' losses, giving their mean.
+        return {"start_logits": HalfCrossEntropy(name="start_loss"),
+                "end_logits": HalfCrossEntropy(name="end_loss")}
+
+    def predict_answers(self, questions: Sequence[str], contexts: Sequence[str],
+                        doc_stride: int = DOC_STRIDE, max_query_length: int | None = None,
+                        max_answer_length: int = MAX_ANSWER_LENGTH,
+                        batch_size: int | None = None,
+                        n_best_size: int = N_BEST_SIZE) -> list[str]:
+        """The best span of each context over its windows, as the SQuAD runner finds it.
+
+        A context longer than the room beside its question is read in windows
+        `doc_stride` pieces apart, as `run_squad.py` reads it; each window
+        proposes spans starting at the tokens it holds with the most context
+        (the best of the `n_best_size` best starts and ends paired, at most
+        `max_answer_length` pieces), and the best score over all windows
+        wins. Its text is the original's `get_final_text`: the span's words
+        joined by single spaces, cut to the pieces where the alignment
+        allows. [] for no questions.
+
+        Args:
+          questions, contexts: one question per context.
+          doc_stride: context pieces between the starts of two windows.
+          max_query_length: question pieces kept; None: the runner's 64, or
+            fewer where `sequence_length` leaves the context less than one
+            position (`sequence_length - 4`).
+          max_answer_length: the longest answer, in sub-tokens.
+          batch_size: windows per prediction batch (Keras' default when None).
+          n_best_size: the best starts and the best ends of a window that are paired.
+
+        Examples:
+
+        >>> model.predict_answers(["Who sleeps?"], ["John sleeps all day."])
+        ['John']
+        """
+        doc_stride = check_integer("doc_stride", doc_stride)
+        max_answer_length = check_integer("max_answer_length", max_answer_length)
+        n_best_size = check_integer("n_best_size", n_best_size)
+        batch_size = optional_count("batch_size", batch_size)
+        self._require_preprocessor()
+        max_query_length = self.preprocessor.query_limit(max_query_length)
+        questions, contexts = questions_and_contexts((questions, contexts))
+        if not questions:
+            return []
+        plan = self.preprocessor.windows(questions, contexts, max_query_length, doc_stride)
+        outputs = self.predict(plan.packed, batch_size=batch_size, verbose=0)
+        tokens = self.preprocessor.tokenizer.inv_vocab
+        best: dict[int, tuple[Span, int]] = {}  # example -> its best span and window
+        for window, (row, start, length, owned) in enumerate(plan.windows):
+            first = plan.offsets[window]  # the context's first position in the window
+            starts = set((first + np.flatnonzero(owned)).tolist())
+            for span in candidate_spans(outputs["start_logits"][window],
+                                        outputs["end_logits"][window], starts,
+                                        range(first, first + length), n_best_size,
+                                        max_answer_length):
+                if row not in best or span.score > best[row][0].score:  # ties: the first
+                    best[row] = (span, window)
+        found = []  # (row, the span's pieces as text, the words it covers joined by spaces)
+        for row, (span, window) in best.items():
+            _, start, _, _ = plan.windows[window]
+            pieces = range(start + span.start - plan.offsets[window],
+                           start + span.end - plan.offsets[window] + 1)
+            words = plan.piece_words[row]
+            covered = plan.words[row][words[pieces[0]]:words[pieces[-1]] + 1]
+            found.append((row, pieces_text([tokens[plan.piece_ids[row][i]] for i in pieces]),
+                          " ".join(covered)))
+        basic_words = BasicWords(self.preprocessor.tokenizer.do_lower_case)
+        basic_words.prefetch(covered for _, _, covered in found)
+        answers = [""] * len(contexts)
+        for row, pred_text, covered in found:
+            answers[row] = final_text(pred_text, covered, basic_words.get(covered))
+        return answers
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTokenTagger(WordTaggerMixin, _SequenceModel):
+class BertTokenTagger(SequenceModel):
     """Token tagging (NER): K logits at every position, no CRF, as the paper.
 
-    Raw sentences longer than the preprocessor's window are read through
-    windows `window_stride` sub-tokens apart (default: half a window), every
-    word scored in the window where it has the most context.
+    Raw sentences (lists of words, read by a `BertTaggerPreprocessor`) longer
+    than the preprocessor's window are read through windows `window_stride`
+    sub-tokens apart (default: half a window), every word scored in the
+    window where it has the most context.
 
     Args:
       config: the encoder's hyperparameters.
@@ -445,7 +426,9 @@ class BertTokenTagger(WordTaggerMixin, _SequenceModel):
       label_names: a name per tag, in order: tags in and out by name.
       window_stride: sub-tokens between the starts of a long sentence's
         windows (default: half a window).
-      **kwargs: Keras model arguments (`name`, `dtype`) and `preprocessor`.
+      preprocessor: a `BertPreprocessor` (or `BertTaggerPreprocessor`) so that
+        the model takes sentences; None for packed inputs only.
+      **kwargs: Keras model arguments (`name`, `dtype`).
 
     Examples:
 
@@ -457,17 +440,21 @@ class BertTokenTagger(WordTaggerMixin, _SequenceModel):
     [['B-PER', 'O', 'O', 'B-LOC']]
     """
 
+    preprocessor_class = BertTaggerPreprocessor
+
     def __init__(self, config: BertConfig, num_labels: int, bilstm_units: int = 0,
-                 label_names: list[str] | None = None, window_stride: int | None = None,
-                 **kwargs):
+                 label_names: Sequence[str] | None = None, window_stride: int | None = None,
+                 preprocessor=None, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
         num_labels = check_integer("num_labels", num_labels)
         if window_stride is not None:
             window_stride = check_integer("window_stride", window_stride)
-            _check_stride(window_stride, kwargs.get("preprocessor"))
-        super().__init__(config, bilstm_units, **kwargs)
-        self.keep_settings(num_labels=num_labels,
-                           label_names=check_label_names(label_names, num_labels),
+        label_names = check_label_names(label_names, num_labels)
+        preprocessor = BertTaggerPreprocessor.for_task(
+            preprocessor, num_labels=num_labels, label_names=label_names,
+            window_stride=window_stride)
+        super().__init__(config, bilstm_units, preprocessor=preprocessor, **kwargs)
+        self.keep_settings(num_labels=num_labels, label_names=label_names,
                            window_stride=window_stride)
         self.tagger = OutputProjection(num_labels, self.sequence_width, config.initializer_range,
                                        "ner", name="tagger", dtype=self.dtype_policy)
@@ -481,7 +468,73 @@ class BertTokenTagger(WordTaggerMixin, _SequenceModel):
         return logits
 
     def head_variables(self) -> dict:
-        return {**self.tagger.checkpoint_variables(), **_bilstm_variables(self.bilstm)}
+        return {**self.tagger.checkpoint_variables(), **bilstm_variables(self.bilstm)}
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """Raw sentences give each word's logits [N, most words, labels], zeros past a
+        sentence's end; packed inputs give logits at every position, as Keras."""
+        outputs = super().predict(x, batch_size=batch_size, **kwargs)
+        if not is_raw_text(x) or outputs.ndim != 2:  # not [words, labels]: no sentences
+            return outputs
+        lengths = sentence_lengths(x)
+        padded = np.zeros((len(lengths), max(lengths), self.num_labels), np.float32)
+        padded[np.arange(max(lengths)) < np.array(lengths)[:, None]] = outputs
+        return padded
+
+    def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
+        return np.zeros((0, input_shape[-1], self.num_labels), np.float32)
+
+    def default_loss(self) -> keras.losses.Loss:
+        # The mean over labelled sub-tokens, as `tagging_loss`: weights are 0 elsewhere.
+        return keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+
+    def default_weighted_metrics(self) -> list:
+        return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
+    def predict_labels(self, x, batch_size: int | None = None, return_scores: bool = False):
+        """Each sentence's tags, one per word, lined up with the input words, however
+        long the sentence is (each word read in its max-context window).
+
+        Args:
+          x: sentences, each a list of words.
+          batch_size: sentences per batch (32 when None).
+          return_scores: also return each word's tag probabilities (the softmax
+            at its first sub-token, [num_labels] in label order).
+
+        Returns:
+          Per sentence, a tag per word (its name if the model has
+          `label_names`, else its index); with `return_scores`, a pair (tags,
+          probabilities), the probabilities per sentence and word. [] for no
+          sentences.
+
+        Examples:
+
+        >>> model.predict_labels([["John", "lives", "in", "Paris"]])
+        [['B-PER', 'O', 'O', 'B-LOC']]
+        """
+        return_scores = check_flag("return_scores", return_scores)
+        logits = self.predict(x, batch_size=batch_size, verbose=0)
+        if not len(logits):
+            return ([], []) if return_scores else []
+        best = np.argmax(logits, axis=-1)
+        lengths = sentence_lengths(x)
+        tags = [label_outputs(best[row, :length].tolist(), self.label_names)
+                for row, length in enumerate(lengths)]
+        if not return_scores:
+            return tags
+        probabilities = special.softmax(logits, axis=-1)
+        return tags, [list(probabilities[row, :length]) for row, length in enumerate(lengths)]
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class HalfCrossEntropy(keras.losses.Loss):
+    """Half the sparse cross-entropy of logits: the start and end outputs' halves add up
+    to the original run_squad.py's span loss, their mean (`span_loss`)."""
+
+    def call(self, y_true, y_pred):
+        return 0.5 * keras.losses.sparse_categorical_crossentropy(y_true, y_pred,
+                                                                  from_logits=True)
 
 
 def classification_loss(features: dict, logits) -> dict:
@@ -508,42 +561,3 @@ def tagging_loss(features: dict, logits) -> dict:
     weights = ops.cast(labels >= 0, "float32")
     per_token = cross_entropy(ops.maximum(labels, 0), logits)
     return {"loss": ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)}
-
-
-def _check_stride(window_stride: int | None, preprocessor) -> None:
-    """Refuses a `window_stride` wider than the window of a preprocessor given as a layer
-    (one given as a config was checked when it was saved), before any weight is built."""
-    if isinstance(preprocessor, BertPreprocessor) and window_stride is not None:
-        stride_for(window_stride, preprocessor.sequence_length)
-
-
-def _bilstm(units: int, input_size: int, return_sequences: bool, dtype) -> keras.layers.Layer | None:
-    """A bidirectional LSTM of `units` per direction, built; None for 0 units."""
-    units = check_integer("bilstm_units", units, minimum=0)
-    if not units:
-        return None
-    layer = keras.layers.Bidirectional(
-        keras.layers.LSTM(units, return_sequences=return_sequences, dtype=dtype),
-        name="bilstm", dtype=dtype)
-    layer.build((None, None, input_size))
-    return layer
-
-
-def _bilstm_variables(bilstm: keras.layers.Layer | None) -> dict:
-    return {} if bilstm is None else {f"bilstm/{variable.path}": variable
-                                      for variable in bilstm.weights}
-
-
-def _flatten_choices(features: dict) -> tuple[dict, int]:
-    """[batch, n, seq] encoder inputs as [batch * n, seq] rows, and n."""
-    shape = ops.shape(features["input_ids"])
-    flat = {key: ops.reshape(features[key], (-1, shape[-1]))
-            for key in ENCODER_INPUTS if key in features}
-    return flat, shape[1]
-
-
-def _last_real_token(sequence_output, input_mask):
-    """The hidden vector at each row's last unpadded position: [batch, hidden]."""
-    last = ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1
-    last = ops.maximum(last, 0)
-    return ops.take_along_axis(sequence_output, last[:, None, None], axis=1)[:, 0]

@@ -111,6 +111,16 @@ def sample_weights(sample_weight, argument: str) -> tf.Tensor | None:
     return tf.constant(weights, tf.float32)
 
 
+def check_rows(examples: int, labels: int | None, weights: tf.Tensor | None) -> None:
+    """Refuses labels (their count, or None) or weights not one per example."""
+    if labels is not None and labels != examples:
+        raise ValueError(f"x holds {examples} examples but y {labels} labels: give one label "
+                         "per example")
+    if weights is not None and rows(weights) != examples:
+        raise ValueError(f"x holds {examples} examples but sample_weight {rows(weights)} "
+                         "weights: give one weight per example")
+
+
 def epoch_steps(x, batch_size: int | None, steps_per_epoch: int | None,
                      validation_split: float | None) -> int | None:
     """How many steps Keras runs per epoch of `x`; None for a dataset of unknown size."""

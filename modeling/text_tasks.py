@@ -1,12 +1,12 @@
 """`compile`, `fit`, `evaluate` and `predict` on raw text for the fine-tuning models.
 
-A task model that owns a `preprocessor` (built with a `sequence_length`)
-takes strings wherever Keras takes data, as keras-hub's tasks do: raw inputs
-become a `tf.data` pipeline that batches them and maps the preprocessor over
-each batch, so tokenization runs in the input pipeline, beside the training
-step, and the model itself keeps computing on packed ids (a SavedModel or a
-runner feeds those directly). Packed dicts and datasets of them pass through
-unchanged.
+A task model that owns its task's `preprocessor` (`modeling.task_preprocessor`)
+takes strings wherever Keras takes data, as keras-hub's tasks do: the
+preprocessor checks the raw inputs and labels in Python, then a `tf.data`
+pipeline batches them and maps the preprocessor over each batch, so
+tokenization runs in the input pipeline, beside the training step, and the
+model itself keeps computing on packed ids (a SavedModel or a runner feeds
+those directly). Packed dicts and datasets of them pass through unchanged.
 
 `compile()` without arguments chooses the paper's fine-tuning recipe: the
 original AdamW (decay 0.01, epsilon 1e-6, no bias correction, global-norm
@@ -26,10 +26,10 @@ their labels and weights) as Keras holds out the last rows of arrays, before
 they are packed, so the schedule is sized by the texts that train.
 
 Every argument is checked in Python before Keras builds a dataset: counts,
-rates, labels (by the task's hooks), sample weights, empty inputs
-(`modeling.text_arguments`). An empty input predicts an empty result;
-`fit` and `evaluate` refuse it. Texts cut at `sequence_length` are counted
-and logged once per call (`modeling.truncation`).
+rates, empty inputs (`modeling.text_arguments`), and the texts, labels and
+sample weights (by the task's preprocessor). An empty input predicts an
+empty result; `fit` and `evaluate` refuse it. Texts cut at `sequence_length`
+are counted and logged once per call (`modeling.truncation`).
 """
 
 from __future__ import annotations
@@ -48,27 +48,25 @@ from modeling.divergence import StepGuard, guarded_train_step
 from modeling.example_order import ExampleOrder, draw_seed, fit_in_order
 from modeling.optimization import create_optimizer, plan
 from modeling.resume import ResumeFolder, SaveCheckpoints
+from modeling.task_preprocessor import TaskPreprocessor
 from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
                                      example_count, folder_argument, is_raw_text, kind,
-                                     optional_count, rows, sample_weights, split_point)
+                                     optional_count, rows, split_point)
 from modeling.training_logs import LogScalars
 
 AUTO = "auto"
 
 
-class TextTaskMixin:
-    """Raw-text plumbing shared by the task models; subclasses give the task's hooks.
+class TextTask(keras.Model):
+    """A task model whose `fit`, `evaluate` and `predict` also take raw text.
 
-    Hooks: `_text_columns(x, y, argument)` checks raw Python inputs and
-    turns them into tensors for `from_tensor_slices`; `_preprocess_batch(x,
-    y, sample_weight)` maps a batch of them to model inputs (`_training_batch`
-    those `fit` trains on, if they differ);
-    `_truncation(inputs)` says what the window cuts; `_empty_outputs(shape)`
-    is `predict`'s answer to no examples; `default_loss()` /
-    `default_metrics()`.
+    The raw text goes through `preprocessor`, the task's `TaskPreprocessor`
+    (None: packed inputs only). Subclasses say what the task learns with
+    `default_loss()`, `default_metrics()` and `default_weighted_metrics()`,
+    and what `predict` answers to no examples with `_empty_outputs(shape)`.
     """
 
-    preprocessor: keras.layers.Layer | None
+    preprocessor: TaskPreprocessor | None
 
     def compile(self, optimizer: Any = AUTO, loss: Any = AUTO, metrics: Any = AUTO, *,
                 learning_rate: float = 5e-5, warmup_proportion: float = 0.1, **kwargs: Any):
@@ -301,6 +299,14 @@ class TextTaskMixin:
         return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE
                            ).prefetch(tf.data.AUTOTUNE)
 
+    def _preprocess_batch(self, *batch):
+        """A batch of columns as the model reads it: features (with targets, if given)."""
+        return self.preprocessor(*batch, training=False)
+
+    def _training_batch(self, *batch):
+        """A batch of columns as `fit` trains on it (one row per window, where windowed)."""
+        return self.preprocessor(*batch, training=True)
+
     def _text_columns_checked(self, x, y, sample_weight, call: str, argument: str = "x",
                               needs_labels: bool = False) -> tuple[tuple, int]:
         """(columns, count): Python inputs, labels and weights checked, as tensors.
@@ -313,24 +319,17 @@ class TextTaskMixin:
         if needs_labels and y is None:
             raise ValueError(f"{where}{call} on raw text needs the labels: give y")
         try:
-            inputs, labels = self._text_columns(x, y, "y" if argument == "x" else argument)
+            columns = self.preprocessor.text_columns(x, y, sample_weight, argument)
         except (TypeError, ValueError) as error:
             if str(error).startswith(where):  # the label checks name the argument
                 raise
             raise type(error)(f"{where}{error}") from None
-        count = rows(inputs)
+        count = rows(columns[0])
         if count == 0:
             raise ValueError(f"{where}{argument} holds no examples: {call} needs at least one")
-        weights = sample_weights(sample_weight, argument)
-        if labels is not None and rows(labels) != count:
-            raise ValueError(f"{where}x holds {count} examples but y {rows(labels)} "
-                             "labels: give one label per example")
-        if weights is not None and rows(weights) != count:
-            raise ValueError(f"{where}x holds {count} examples but sample_weight "
-                             f"{rows(weights)} weights: give one weight per example")
         truncation.report(call if argument == "x" else f"{call} {argument}",
-                          self._truncation(inputs))
-        return tuple(column for column in (inputs, labels, weights) if column is not None), count
+                          self.preprocessor.truncation(columns[0]))
+        return columns, count
 
     def _validation_dataset(self, validation_data, batch_size: int | None):
         """`validation_data` as `fit` hands it to Keras: raw text becomes a dataset."""
@@ -355,6 +354,8 @@ class TextTaskMixin:
             raise ValueError(f"{self.name} has no preprocessor, so it takes packed inputs "
                              f"({', '.join(ENCODER_INPUTS)}); "
                              "build it with from_pretrained(..., sequence_length=N) to feed text")
+        if not isinstance(self.preprocessor, TaskPreprocessor):
+            raise ValueError(f"{type(self).__name__} takes packed inputs only, not raw text")
 
     def _input_shape(self, x) -> tuple:
         """The packed input shape `x` stands for: its own, or [N, sequence_length] for text."""
@@ -362,21 +363,6 @@ class TextTaskMixin:
             return tuple(np.shape(next(iter(x.values()))))
         self._require_preprocessor()
         return example_count(x), self.preprocessor.sequence_length
-
-    def _text_columns(self, x, y, argument: str) -> tuple:
-        """(inputs, labels or None) as tensors, or tuples of them, of one row per example."""
-        raise ValueError(f"{type(self).__name__} takes packed inputs only, not raw text")
-
-    def _preprocess_batch(self, x, y=None, sample_weight=None):
-        raise NotImplementedError
-
-    def _training_batch(self, x, y, sample_weight=None):
-        """`fit`'s batches: those of `_preprocess_batch` unless a task trains otherwise."""
-        return self._preprocess_batch(x, y, sample_weight)
-
-    def _truncation(self, inputs) -> str | None:
-        """What the window of `sequence_length` tokens cuts from `inputs`; None for nothing."""
-        return None
 
     def _empty_outputs(self, input_shape: tuple):
         """`predict`'s result for packed inputs of `input_shape`, which has no rows."""

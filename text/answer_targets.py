@@ -8,7 +8,7 @@ offset is trusted only when those words contain the answer text
 words' pieces narrowed to the improved span, and in each window the target
 is its positions when the window holds it whole, else [CLS] (0, 0), as the
 original trained. The SQuAD reader and features (`data_prep.datasets`) and
-the span model's `fit` on raw text (`modeling.span_text`) use these rules.
+the span model's `fit` on raw text (`modeling.span_preprocessor`) use these rules.
 """
 
 from __future__ import annotations

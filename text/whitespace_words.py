@@ -11,7 +11,7 @@ tokens, and a word made of such characters alone ("\u3000") has no token,
 so it takes no position in the model's input (as in the original).
 
 One rule, three uses: the reader (`data_prep.datasets.squad`), the span
-model's raw-text answers (`modeling.span_text`) and the SavedModels that
+model's raw-text answers (`modeling.span_preprocessor`) and the SavedModels that
 split raw text in the graph (`tasks.serving_span`, `tasks.serving_tagging`).
 tensorflow-text's `WhitespaceTokenizer` would split on every Unicode space
 instead, and it leaves the first bytes of a multi-byte one (U+2028, U+0085)

@@ -148,7 +148,7 @@ class FitAnswersTest(TestCase):
         self.model = BertSpanModel.from_pretrained(self.folder, sequence_length=LENGTH)
 
     def test_training_windows_and_targets_are_the_runners(self):
-        inputs, targets = self.model._text_columns((QUESTIONS, CONTEXTS), ANSWERS, "y")
+        inputs, targets = self.model.preprocessor.text_columns((QUESTIONS, CONTEXTS), ANSWERS)
         squad = self.root / "train.json"
         squad.write_text(json.dumps({"data": [{"paragraphs": [
             {"context": context, "qas": [{"id": str(index), "question": question, "answers": [
@@ -172,7 +172,7 @@ class FitAnswersTest(TestCase):
 
     def test_compile_gives_the_runners_span_loss(self):
         self.model.compile()
-        inputs, targets = self.model._text_columns((QUESTIONS, CONTEXTS), ANSWERS, "y")
+        inputs, targets = self.model.preprocessor.text_columns((QUESTIONS, CONTEXTS), ANSWERS)
         loss = self.model.evaluate((QUESTIONS, CONTEXTS), ANSWERS, verbose=0, return_dict=True)
         outputs = self.model(inputs, training=False)
         expected = span_loss({"start_positions": targets["start_logits"],

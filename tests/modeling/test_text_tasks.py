@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import (BertClassifier, BertSpanModel, BertTokenTagger, load_preprocessor,
-                      span_text)
+from modeling import BertClassifier, BertSpanModel, BertTokenTagger, load_preprocessor
 from modeling.optimization import BertAdamW, WarmupLinearDecay
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
