@@ -218,8 +218,10 @@ def bilstm_layer(units: int, input_size: int, return_sequences: bool, dtype) -> 
     units = check_integer("bilstm_units", units, minimum=0)
     if not units:
         return None
+    # Named, so the weights' paths (their checkpoint names) are the same however many
+    # LSTMs the process built before: Keras numbers unnamed layers ("forward_lstm_1").
     layer = keras.layers.Bidirectional(
-        keras.layers.LSTM(units, return_sequences=return_sequences, dtype=dtype),
+        keras.layers.LSTM(units, return_sequences=return_sequences, dtype=dtype, name="lstm"),
         name="bilstm", dtype=dtype)
     layer.build((None, None, input_size))
     return layer

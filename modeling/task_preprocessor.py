@@ -21,6 +21,7 @@ are read (`SETTINGS`); a model builds its preprocessor with its own values
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar
 
 import keras
@@ -45,7 +46,10 @@ class TaskPreprocessor(BertPreprocessor):
         """This task's preprocessor for a model given `preprocessor`, with the model's settings.
 
         A plain `BertPreprocessor` (or its config) lends its vocabulary,
-        casing and length; one of this class must already hold `settings`;
+        casing and length. One of this class is kept when it holds `settings`;
+        where it holds a setting's default instead (another model's
+        preprocessor, built without labels), a copy takes the model's value;
+        a value of its own that the model contradicts is refused, naming both.
         None stays None (a model of packed inputs).
         """
         if isinstance(preprocessor, dict):
@@ -53,15 +57,20 @@ class TaskPreprocessor(BertPreprocessor):
         if preprocessor is None:
             return None
         if isinstance(preprocessor, cls):
-            differ = [f"{name}: the model's {value!r}, the preprocessor's "
-                      f"{getattr(preprocessor, name)!r}" for name, value in settings.items()
-                      if getattr(preprocessor, name) != value]
-            if differ:
+            defaults = inspect.signature(cls.__init__).parameters
+            differ = {name: value for name, value in settings.items()
+                      if getattr(preprocessor, name) != value}
+            contradicted = [f"{name}: the model's {value!r}, the preprocessor's "
+                            f"{getattr(preprocessor, name)!r}" for name, value in differ.items()
+                            if getattr(preprocessor, name) != defaults[name].default]
+            if contradicted:
                 raise ValueError(f"preprocessor {preprocessor.name!r} reads the task otherwise "
-                                 f"than the model ({'; '.join(differ)}): build the model with "
-                                 "the preprocessor's settings, or pass a BertPreprocessor")
-            return preprocessor
-        if type(preprocessor) is not BertPreprocessor:
+                                 f"than the model ({'; '.join(contradicted)}): build the "
+                                 "model with the preprocessor's settings, or pass a "
+                                 "BertPreprocessor")
+            if not differ:
+                return preprocessor
+        elif type(preprocessor) is not BertPreprocessor:
             raise TypeError(f"preprocessor must be a BertPreprocessor or a {cls.__name__}, got "
                             f"{type(preprocessor).__name__}")
         return cls(preprocessor.vocabulary, do_lower_case=preprocessor.tokenizer.do_lower_case,

@@ -9,7 +9,6 @@ was read through windows would give others from the same weights.
 
 import json
 
-import keras
 import numpy as np
 
 from modeling import BertClassifier, BertEncoder, BertTokenTagger, load_config, load_task_model
@@ -69,14 +68,11 @@ class ModelSettingsRoundTripTest(RunFolderTestCase):
                  (BertTokenTagger, ["O", "B-PER", "B-LOC"], [text.split() for text in TEXTS])]
         for model_class, labels, inputs in cases:
             with self.subTest(model_class.__name__):
-                # A BiLSTM's checkpoint names follow its Keras layer names, which Keras numbers
-                # within a process (forward_lstm_1 for the second): each model is built as
-                # the first of its process, as a runner builds it and a user reloads it.
-                keras.backend.clear_session()
+                # Both in one process: the BiLSTM's checkpoint names do not depend on how
+                # many LSTMs Keras built before it.
                 model, out = self.fine_tuned(model_class, model_class.__name__, labels,
                                              num_labels=len(labels), bilstm_units=4)
                 expected = model.predict(inputs, verbose=0)
-                keras.backend.clear_session()
                 reloaded = model_class.from_pretrained(out, sequence_length=16)
                 self.assertEqual(reloaded.bilstm_units, 4)
                 self.assertAllClose(expected, reloaded.predict(inputs, verbose=0), atol=1e-6,

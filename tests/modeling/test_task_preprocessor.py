@@ -75,6 +75,15 @@ class TaskPreprocessorTest(TinyFolderTestCase):
                                                 r"preprocessor's \['no', 'yes'\]"):
             BertClassifier.from_pretrained(self.folder, num_labels=2, label_names=["a", "b"],
                                            preprocessor=preprocessor)
+        # Another model's preprocessor, without labels of its own, lends its text settings.
+        unlabelled = BertClassifier.from_pretrained(self.folder, num_labels=2,
+                                                    sequence_length=8).preprocessor
+        labelled = BertClassifier.from_pretrained(self.folder, num_labels=2,
+                                                  label_names=["a", "b"],
+                                                  preprocessor=unlabelled)
+        self.assertEqual(labelled.preprocessor.label_names, ["a", "b"])
+        self.assertIsNone(unlabelled.label_names)
+        self.assertEqual(labelled.preprocessor.sequence_length, 8)
         with self.assertRaisesRegex(TypeError, "BertClassifierPreprocessor, got "
                                                "BertTaggerPreprocessor"):
             BertClassifier.from_pretrained(

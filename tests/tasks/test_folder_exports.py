@@ -6,8 +6,6 @@ takes the model object takes its folder, and one that refuses it (Hugging
 Face has no class for either) refuses the folder with the same message.
 """
 
-import keras
-
 from modeling import BertClassifier, BertTokenTagger
 from modeling.export_sources import export_source
 from tasks.model_exports import export_model
@@ -20,8 +18,6 @@ class FolderExportsTest(RunFolderTestCase):
 
     def outcome(self, source, format_name: str) -> str:
         """"exported", or the refusal's type and message."""
-        if not isinstance(source, keras.Model):
-            keras.backend.clear_session()  # the folder's BiLSTM built as the process's first
         try:
             export_model(source, self.tmp_path() / "export", format_name)
         except (TypeError, ValueError) as error:
@@ -34,19 +30,16 @@ class FolderExportsTest(RunFolderTestCase):
                  (BertTokenTagger, {"num_labels": 2, "bilstm_units": 4})]
         for model_class, arguments in cases:
             with self.subTest(f"{model_class.__name__} {arguments}"):
-                keras.backend.clear_session()  # a BiLSTM's names as a runner's process gives them
                 model, out = self.fine_tuned(model_class, "run", ["a", "b"], **arguments)
                 expected = {name: self.outcome(model, name) for name in FORMATS}
                 self.assertEqual(expected["saved_model"], "exported")
                 self.assertIn("no Hugging Face BERT class", expected["huggingface"])
-                keras.backend.clear_session()
                 loaded = export_source(out).model
                 self.assertEqual((type(loaded), loaded.causal, loaded.bilstm_units),
                                  (model_class, model.causal, model.bilstm_units))
                 self.assertEqual({name: self.outcome(out, name) for name in FORMATS}, expected)
 
     def test_an_older_bilstm_folder_is_refused_naming_bilstm_units(self):
-        keras.backend.clear_session()
         _, out = self.fine_tuned(BertClassifier, "run", ["a", "b"], num_labels=2,
                                  bilstm_units=4)
         (out / "model_settings.json").unlink()  # as folders were written before it
