@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV_PY) demo.py
 
 test: $(STAMP)
-	$(VENV_PY) -m pytest -q -n 2 --durations=15 tests
+	$(VENV_PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=15 tests
 
 # Unit tests only: nothing marked slow (no runner subprocess, no training of more than seconds).
 test-fast: $(STAMP)

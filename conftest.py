@@ -1,16 +1,40 @@
-"""Test-wide settings: quiet TensorFlow, Keras on the TensorFlow backend.
+"""Test-wide settings: quiet TensorFlow, Keras on the TensorFlow backend, one XLA cache.
 
 The project itself is importable because `make test` installs it (`pip install -e .`).
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 
 _FLAGS_MARKED = pytest.StashKey[bool]()
+XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+
+def _share_xla_compilations() -> None:
+    """Every process of this test run reuses the XLA programs another has compiled.
+
+    The runner tests start dozens of processes that compile the same tiny
+    models' steps; TensorFlow's persistent cache (checked against the whole
+    program, written by atomic rename) spares each a second compilation.
+    The process that makes the folder (pytest itself, before its workers
+    start and inherit it) removes it at exit; one the user set is kept.
+    """
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if XLA_CACHE_FLAG in flags:
+        return
+    folder = tempfile.mkdtemp(prefix="xla_cache_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={folder}".strip()
+
+
+_share_xla_compilations()
 
 
 def _is_tf_test(item) -> bool:
@@ -50,3 +74,21 @@ def pytest_collection_modifyitems(config, items):
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+    items[:] = slow_scopes_first(items)
+
+
+def _scope(item) -> str:
+    """What pytest-xdist's `--dist loadscope` sends to one worker: a class, else a module."""
+    return item.nodeid.rsplit("::", 1)[0]
+
+
+def slow_scopes_first(items: list) -> list:
+    """The classes (or modules) holding a test marked slow first, each kept whole, in order.
+
+    `make test` hands whole classes to its workers (`--dist loadscope`), so a
+    `setUpClass` runs once; the long ones go first and the many quick ones
+    fill the end, so that both workers finish together rather than one
+    waiting on a runner test handed out last.
+    """
+    slow = {_scope(item) for item in items if item.get_closest_marker("slow")}
+    return sorted(items, key=lambda item: _scope(item) not in slow)

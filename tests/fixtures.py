@@ -19,11 +19,15 @@ from modeling.config import BertConfig
 REPO = Path(__file__).resolve().parents[1]
 
 # Sets a file-size limit (if one is given) and SIGINT's default action, then becomes the command.
-_LAUNCHER = ("import os, resource, signal, sys\n"
+# Under a limit, the tests' shared XLA cache (conftest.py) is left out: a compiled program
+# written there would meet the limit before the write the test is about.
+_LAUNCHER = ("import os, re, resource, signal, sys\n"
              "limit = int(sys.argv[1])\n"
              "if limit >= 0:\n"
              "    resource.setrlimit(resource.RLIMIT_FSIZE,\n"
              "                       (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+             "    os.environ['TF_XLA_FLAGS'] = re.sub(r'--tf_xla_persistent_cache_directory=\\S*',\n"
+             "                                        '', os.environ.get('TF_XLA_FLAGS', ''))\n"
              "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
              "os.execv(sys.argv[2], sys.argv[2:])\n")
 

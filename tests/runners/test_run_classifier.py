@@ -97,8 +97,7 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def test_sst2_learns_and_writes_everything(self):
         sst2, tmp_path = self.sst2, self.tmp_path()
-        result = _run(sst2, tmp_path)
-        self._assert_succeeded(result)
+        run_main("run_classifier.py", _arguments(sst2, tmp_path))
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertGreaterEqual(results["eval_accuracy"], 0.9)
         table = (tmp_path / "sweep_results.tsv").read_text().splitlines()
@@ -125,15 +124,14 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def test_own_tsv_pairs_regression_style_labels(self):
         tmp_path = self.tmp_path()
-        result = _run(self.sst2, tmp_path / "out", **_own_pairs(tmp_path))
-        self._assert_succeeded(result)
+        run_main("run_classifier.py", _arguments(self.sst2, tmp_path / "out",
+                                                 **_own_pairs(tmp_path)))
         self.assertIn("eval_accuracy", read_eval_results(tmp_path / "out" / "eval_results.txt"))
 
     def test_causal_pairs_in_both_orders_train_and_serve(self):
         tmp_path = self.tmp_path()
         pairs = {**_own_pairs(tmp_path), "causal": True, "both_orders": True}
-        result = _run(self.sst2, tmp_path / "out", **pairs)
-        self._assert_succeeded(result)
+        run_main("run_classifier.py", _arguments(self.sst2, tmp_path / "out", **pairs))
         self.assertIn("eval_accuracy", read_eval_results(tmp_path / "out" / "eval_results.txt"))
 
         import tensorflow_text  # noqa: F401  (registers the tokenizer's ops for loading)
@@ -155,9 +153,9 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(self):
         tmp_path = self.tmp_path()
-        result = _run(self.sst2, tmp_path / "first", causal=True, lm_aux_weight=0.5,
-                      num_train_epochs=1, do_predict=False, export_saved_model=False)
-        self._assert_succeeded(result)
+        run_main("run_classifier.py", _arguments(
+            self.sst2, tmp_path / "first", causal=True, lm_aux_weight=0.5, num_train_epochs=1,
+            do_predict=False, export_saved_model=False))
         again = _run(self.sst2, tmp_path / "again", causal=True, num_train_epochs=1,
                      do_predict=False, export_saved_model=False,
                      init_checkpoint=tmp_path / "first", transfer_layers=1)

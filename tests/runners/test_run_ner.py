@@ -122,7 +122,7 @@ class RunNerTest(TestCase, parameterized.TestCase):
 
     def test_fine_tuning_learns_the_training_set(self):
         assets, tmp_path = self.assets, self.tmp_path()
-        _run(assets, tmp_path, num_train_epochs=12)
+        run_main("run_ner.py", _arguments(assets, tmp_path, num_train_epochs=12))
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertContainsSubset({"eval_precision", "eval_recall", "eval_f1", "eval_accuracy",
                                    "test_precision", "test_recall", "test_f1", "test_f1_PER",
@@ -184,7 +184,8 @@ class RunNerTest(TestCase, parameterized.TestCase):
     def test_causal_fine_tuning_with_a_bilstm_trains_and_has_no_feature_based_mode(self):
         assets, tmp_path = self.assets, self.tmp_path()
         # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the tags.
-        _run(assets, tmp_path / "causal", causal=True, bilstm_units=4, do_predict=False)
+        run_main("run_ner.py", _arguments(assets, tmp_path / "causal", causal=True,
+                                          bilstm_units=4, do_predict=False))
         results = read_eval_results(tmp_path / "causal" / "eval_results.txt")
         self.assertBetween(results["eval_f1"], 0.0, 1.0)
         saved = dict(tf.train.list_variables(str(tmp_path / "causal" / "model.ckpt")))

@@ -107,8 +107,9 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         tmp_path = self.tmp_path()
         records = self.inputs[0] if objective != "ltr" else write_pretraining_records(
             tmp_path / "unmasked.tfrecord", 96, masked=False)  # as --masked_lm_prob=0 writes them
-        _run(self.inputs, tmp_path / "out", objective=objective, gradient_accumulation_steps=2,
-             num_train_steps=3, input_file=records)
+        run_main("run_pretraining.py", _arguments(
+            self.inputs, tmp_path / "out", objective=objective, gradient_accumulation_steps=2,
+            num_train_steps=3, input_file=records))
         results = read_eval_results(tmp_path / "out" / "eval_results.txt")
         self.assertIn(key, results)
         self.assertNotIn("next_sentence_accuracy", results)

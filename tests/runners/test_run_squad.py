@@ -164,7 +164,8 @@ class RunSquadTest(TestCase):
         assets, tmp_path = self.assets, self.tmp_path()
         v2 = assets / "v2.json"
         trained = tmp_path / "trained"
-        _run(assets, trained, train_file=v2, predict_file=v2, version_2_with_negative=True)
+        run_main("run_squad.py", _arguments(assets, trained, train_file=v2, predict_file=v2,
+                                            version_2_with_negative=True))
         ids = _question_ids(_squad(True))
         predictions = _read_json(trained / "predictions.json")
         self.assertEqual(set(predictions), ids)
@@ -188,9 +189,10 @@ class RunSquadTest(TestCase):
         # The fine-tuned model.ckpt, loaded without --do_train, scores the same questions
         # alike; with the threshold found above, its F1 is the best F1 found above.
         tuned = tmp_path / "tuned"
-        _run(assets, tuned, do_train=False, train_file=None, predict_file=v2,
-             version_2_with_negative=True, init_checkpoint=trained / "model.ckpt",
-             null_score_diff_threshold=repr(results["best_f1_thresh"]))
+        run_main("run_squad.py", _arguments(
+            assets, tuned, do_train=False, train_file=None, predict_file=v2,
+            version_2_with_negative=True, init_checkpoint=trained / "model.ckpt",
+            null_score_diff_threshold=repr(results["best_f1_thresh"])))
         self.assertEqual(_read_json(tuned / "null_odds.json"), null_odds)
         self.assertAllClose(read_eval_results(tuned / "eval_results.txt")["f1"],
                             results["best_f1"], rtol=1e-6, atol=1e-12)
@@ -198,8 +200,8 @@ class RunSquadTest(TestCase):
     def test_left_to_right_with_a_bilstm_trains_and_predicts(self):
         tmp_path = self.tmp_path()
         # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the span layer.
-        _run(self.assets, tmp_path, bilstm_units=8, causal=True, num_train_epochs=0.3,
-             do_eval=False)  # 1 update
+        run_main("run_squad.py", _arguments(self.assets, tmp_path, bilstm_units=8, causal=True,
+                                            num_train_epochs=0.3, do_eval=False))  # 1 update
         self.assertEqual(set(_read_json(tmp_path / "predictions.json")),
                          _question_ids(_squad(False)))
         self.assertFalse((tmp_path / "eval_results.txt").exists())

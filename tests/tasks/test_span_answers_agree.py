@@ -52,6 +52,7 @@ class SpanAnswersAgreeTest(TestCase):
         cls.rows = [(f"{name}-{index}", question, context) for name, context in CONTEXTS.items()
                     for index, question in enumerate(QUESTIONS)]
         cls.root = root
+        cls.served = {}  # SquadTask -> its exported SavedModel's signature, reloaded from disk
 
     def _runners_answers(self, task: SquadTask, rows: list, windows: int) -> dict[str, str]:
         """The runner's answers; `windows` is the number of windows it must read."""
@@ -71,6 +72,15 @@ class SpanAnswersAgreeTest(TestCase):
                                             task.max_answer_length, True, False)
         return answers
 
+    def _served(self, task: SquadTask):
+        """The SavedModel the runner exports for `task`, reloaded; once per task (the tests
+        share the default stride's)."""
+        if task not in self.served:
+            path = export_span_model(self.model, self.tokenizer, LENGTH, task,
+                                     str(self.root / f"saved_model{len(self.served)}"))
+            self.served[task] = tf.saved_model.load(path).signatures["serving_default"]
+        return self.served[task]
+
     def _three_ways(self, rows: list, task: SquadTask, windows: int) -> list[str]:
         """The runner's answers, checked equal to predict_answers' and the SavedModel's."""
         questions = [question for _, question, _ in rows]
@@ -80,10 +90,8 @@ class SpanAnswersAgreeTest(TestCase):
         library = self.model.predict_answers(questions, contexts, doc_stride=task.doc_stride,
                                              max_query_length=task.max_query_length,
                                              max_answer_length=task.max_answer_length)
-        path = export_span_model(self.model, self.tokenizer, LENGTH, task,
-                                 str(self.root / "saved_model"))
-        served = tf.saved_model.load(path).signatures["serving_default"](
-            question=tf.constant(questions), context=tf.constant(contexts))
+        served = self._served(task)(question=tf.constant(questions),
+                                    context=tf.constant(contexts))
         exported = [answer.decode() for answer in served["answer"].numpy()]
         for row, (qas_id, _, context) in enumerate(rows):
             self.assertEqual((library[row], exported[row]), (expected[row], expected[row]),
