@@ -12,9 +12,8 @@ its Keras config except the BERT config, the preprocessor, the label names
 a task model is kept without a change here. It is written whole
 (`core.atomic`); `modeling.pretrained.load_task_model` hands it back.
 
-Older folders still load as they did: `label_settings.json` (multi_label
-and threshold only) is read as before, and a folder with neither file
-builds the class's defaults. A Hugging Face `BertFor...` folder says the
+Older folders, without the file, still load as they did: the class's
+defaults. A Hugging Face `BertFor...` folder says the
 same of its head in `config.json`: `architectures`, `id2label` (names, unless
 they are Hugging Face's default `LABEL_0`, `LABEL_1`, ...) and `problem_type`.
 """
@@ -38,7 +37,6 @@ from modeling.multi_label import check_threshold
 from modeling.text_windows import check_window_settings
 
 SETTINGS_FILE = "model_settings.json"
-LABEL_SETTINGS_FILE = "label_settings.json"  # older folders': multi_label and threshold only
 MODEL_KEY = "model"
 # Keras config entries that are no setting of the trained model, or live in files of their own.
 _NOT_SETTINGS = frozenset({"name", "trainable", "dtype", "config", "preprocessor", "label_names"})
@@ -89,8 +87,7 @@ def model_settings(model: Any) -> dict[str, Any]:
 def save_model_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> Path:
     """Writes `settings` (from `model_settings`) to the folder's `model_settings.json`, whole.
 
-    An earlier run's `label_settings.json` there is removed: it would
-    describe another head. Returns the path written.
+    Returns the path written.
 
     Args:
       folder: the model's folder, where its checkpoint is.
@@ -98,33 +95,23 @@ def save_model_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> 
     """
     path = Path(folder) / SETTINGS_FILE
     write_atomically(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
-    (Path(folder) / LABEL_SETTINGS_FILE).unlink(missing_ok=True)
     return path
 
 
 def read_model_settings(folder: Path) -> ModelRecord | None:
-    """The settings `folder` keeps (`model_settings.json`, else an older `label_settings.json`),
-    checked; None when it keeps none. Labels are left to the caller (`labels.txt`).
+    """The settings `folder` keeps (`model_settings.json`), checked; None when it keeps none. Labels are left to the caller (`labels.txt`).
 
     Raises ConfigError naming the file for one that is not what this module writes.
     """
     path = folder / SETTINGS_FILE
-    if path.is_file():
-        settings = _read_json(path)
-        if not isinstance(settings, dict) or not isinstance(settings.get(MODEL_KEY), str):
-            raise ConfigError(f"{path}: expected an object with the model's class under "
-                              f"{MODEL_KEY!r} and its settings, got {settings!r}")
-        model = settings.pop(MODEL_KEY)
-        return ModelRecord(model, None, _checked(path, settings), path)
-    path = folder / LABEL_SETTINGS_FILE
     if not path.is_file():
         return None
     settings = _read_json(path)
-    if (not isinstance(settings, dict) or settings.get("multi_label") is not True
-            or set(settings) != {"multi_label", "threshold"}):
-        raise ConfigError(f"{path}: expected {{\"multi_label\": true, \"threshold\": T}} with "
-                          f"T in (0, 1), got {settings!r}")
-    return ModelRecord(None, None, _checked(path, settings), path)
+    if not isinstance(settings, dict) or not isinstance(settings.get(MODEL_KEY), str):
+        raise ConfigError(f"{path}: expected an object with the model's class under "
+                          f"{MODEL_KEY!r} and its settings, got {settings!r}")
+    model = settings.pop(MODEL_KEY)
+    return ModelRecord(model, None, _checked(path, settings), path)
 
 
 def read_huggingface_head(config_file: Path) -> ModelRecord | None:

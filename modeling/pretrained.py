@@ -41,9 +41,8 @@ import keras
 from core.atomic import write_atomically
 from modeling.checkpoints import CheckpointError, load_weights
 from modeling.config import BertConfig, ConfigError
-from modeling.model_settings import (LABEL_SETTINGS_FILE, SETTINGS_FILE, ModelRecord,
-                                     apply_model_record, read_huggingface_head,
-                                     read_model_settings)
+from modeling.model_settings import (SETTINGS_FILE, ModelRecord, apply_model_record,
+                                     read_huggingface_head, read_model_settings)
 from modeling.presets import resolve
 from text.tokenization import FullTokenizer, load_vocab
 
@@ -183,8 +182,7 @@ def model_record(path: str | os.PathLike) -> ModelRecord | None:
       path: a model name, folder or checkpoint.
     """
     for folder in _candidate_folders(path):
-        if (folder / LABELS_FILE).is_file() or (folder / SETTINGS_FILE).is_file() or (
-                folder / LABEL_SETTINGS_FILE).is_file():
+        if (folder / LABELS_FILE).is_file() or (folder / SETTINGS_FILE).is_file():
             saved = read_model_settings(folder) or ModelRecord(None, None, {},
                                                               folder / LABELS_FILE)
             saved.labels = _read_labels(folder / LABELS_FILE)

@@ -74,26 +74,6 @@ class LabelsRoundTripTest(TestCase):
         self.assertFalse(json.loads((out / "model_settings.json").read_text())["multi_label"])
         self.assertFalse(BertClassifier.from_pretrained(out).multi_label)
 
-    def test_an_older_folders_label_settings_still_reload_multi_label(self):
-        out = self._save(BertClassifier(self.config, num_labels=3), ["film", "neg", "pos"])
-        (out / "model_settings.json").unlink()  # as folders were written before it
-        (out / "label_settings.json").write_text('{"multi_label": true, "threshold": 0.3}')
-        reloaded = BertClassifier.from_pretrained(out)
-        self.assertEqual((reloaded.multi_label, reloaded.threshold), (True, 0.3))
-        single = load_task_model(BertClassifier, out, multi_label=False)
-        self.assertEqual((single.multi_label, single.threshold), (False, 0.5))
-        # Saving over it writes model_settings.json and removes the older file.
-        self._save(BertClassifier(self.config, num_labels=3), ["film", "neg", "pos"])
-        self.assertFalse((out / "label_settings.json").exists())
-
-    def test_a_broken_label_settings_file_is_named(self):
-        out = self._save(BertClassifier(self.config, num_labels=2), ["neg", "pos"])
-        (out / "model_settings.json").unlink()  # an older folder, which has label_settings.json
-        for text in ("{", '{"multi_label": true, "threshold": 1.5}', '{"multi_label": false}'):
-            (out / "label_settings.json").write_text(text)
-            with self.assertRaisesRegex(ConfigError, r"out/label_settings\.json: "):
-                BertClassifier.from_pretrained(out)
-
     def test_tagger_reloads_with_its_tags(self):
         tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
         out = self._save(BertTokenTagger(self.config, len(tags)), tags)
