@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from data_prep.corpora.assets import minilm_dir  # noqa: E402
 from data_prep.corpora.pang_lee_polarity import sst2_layout_dir  # noqa: E402
-from modeling.task_models import BertClassifier  # noqa: E402
+from modeling.classifier import BertClassifier  # noqa: E402
 
 EPOCHS, RATE, BATCH, LENGTH, SEED = 2, 5e-5, 32, 64, 12345
 LABELS = ["0", "1"]  # the SST-2 layout's negative and positive

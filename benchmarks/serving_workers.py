@@ -130,7 +130,7 @@ def ours_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
     from modeling.pretrained import load_labels, load_tokenizer
-    from modeling.task_models import BertClassifier
+    from modeling.classifier import BertClassifier
     from tasks.serving import export_classifier
 
     folder = spec["folder"]

@@ -182,7 +182,8 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
             model = BertPretrainer(config)
             loss_fn = model.pretraining_losses
         else:
-            from modeling.task_models import BertClassifier, classification_loss
+            from modeling.classifier import BertClassifier
+            from modeling.losses import classification_loss
             model = BertClassifier(config, num_labels=2)
             loss_fn = classification_loss
         optimizer = create_optimizer(LEARNING_RATE, 100_000, 0)

@@ -1,4 +1,5 @@
-"""Class weights for imbalanced labels: read from a spec, balanced from counts, applied in the loss.
+"""Class weights for imbalanced labels: read from a spec, balanced from counts (the loss that
+applies them: `modeling.losses.weighted_classification_loss`).
 
 A classifier trained on 90% of one label learns to answer that label. The
 usual remedy weighs each example's loss by its class's weight, as Keras'
@@ -20,10 +21,8 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from keras import ops
 
 from core.arguments import FieldError
-from modeling.pretrainer import cross_entropy
 
 BALANCED = "balanced"
 
@@ -93,17 +92,3 @@ def resolve_class_weights(spec: str, labels: Sequence[str], label_ids: Sequence[
         raise FieldError(f"{{{field}}} names {{0}}, not among the task's labels {{1}}",
                          ", ".join(map(repr, unknown)), ", ".join(labels))
     return [parsed.get(label, 1.0) for label in labels]
-
-
-def weighted_classification_loss(weights: Sequence[float]):
-    """The classification loss with each example's cross-entropy times its class's weight,
-    averaged over the batch (as Keras' `class_weight`)."""
-    table = np.asarray(weights, dtype=np.float32)
-
-    def loss(features: dict, logits) -> dict:
-        labels = features["label_ids"]
-        per_example = cross_entropy(labels, logits)
-        scale = ops.take(ops.convert_to_tensor(table), ops.cast(labels, "int32"))
-        return {"loss": ops.mean(per_example * ops.cast(scale, per_example.dtype))}
-
-    return loss

@@ -23,13 +23,15 @@ import keras
 from absl import logging
 
 from modeling.checkpoints import load_weights, read_checkpoint
+from modeling.classifier import BertClassifier
 from modeling.config import BertConfig
 from modeling.model_settings import SETTINGS_FILE
+from modeling.multiple_choice import BertMultipleChoice
 from modeling.pretrained import (check_source, load_config, load_task_model, load_tokenizer,
                                  model_record)
 from modeling.pretrainer import BertPretrainer
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
-                                  BertTokenTagger)
+from modeling.span_model import BertSpanModel
+from modeling.token_tagger import BertTokenTagger
 from text.tokenization import FullTokenizer
 
 # A fine-tuned head's weight, as the original scripts named it -> the model that has it.

@@ -48,7 +48,7 @@ from core.atomic import atomic_path
 from core.record_schema import ENCODER_INPUTS
 from modeling.layers.dropout import Dropout
 from modeling.layers.settings import ConfigurableModel
-from modeling.task_models import tagging_loss
+from modeling.losses import tagging_loss
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")

@@ -6,8 +6,9 @@ Google-style names (`checkpoint_variables()`) so that a pre-trained
 checkpoint fills the encoder and a fine-tuned one reloads whole. Head
 weights are stored [outputs, hidden], the orientation the original
 `run_classifier.py` / `run_squad.py` used (`output_weights`,
-`cls/squad/output_weights`), so their checkpoints load too. The heads
-themselves are in `modeling.task_models`.
+`cls/squad/output_weights`), so their checkpoints load too. The task models
+themselves are one a file: `modeling.classifier`, `modeling.multiple_choice`,
+`modeling.span_model`, `modeling.token_tagger`.
 """
 
 from __future__ import annotations

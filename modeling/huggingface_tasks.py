@@ -30,9 +30,11 @@ import numpy as np
 from modeling.checkpoints.names import huggingface_head_names
 from modeling.checkpoints.writing import (huggingface_config, huggingface_tensors,
                                           write_huggingface_folder)
+from modeling.classifier import BertClassifier
 from modeling.config import BertConfig
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
-                                  BertTokenTagger)
+from modeling.multiple_choice import BertMultipleChoice
+from modeling.span_model import BertSpanModel
+from modeling.token_tagger import BertTokenTagger
 
 # Model class -> (its Hugging Face class, whether that class has the pooler); the head's names
 # on both sides are in `names.HF_TASK_HEADS`, which also reads such a folder back.

@@ -97,21 +97,3 @@ class MultiLabelF1(keras.metrics.Metric):
     def get_config(self) -> dict:
         return {**super().get_config(), "label_names": self.label_names,
                 "threshold": self.threshold}
-
-
-def multi_label_loss(features: dict, logits) -> dict:
-    """Mean binary cross-entropy of each label's sigmoid against the multi-hot `label_ids`:
-    the runners' loss for a multi-label classifier, Keras' `BinaryCrossentropy(from_logits=True)`.
-
-    Args:
-      features: the batch, whose `label_ids` are [batch, num_labels] 0/1 floats.
-      logits: the classifier's [batch, num_labels] outputs.
-
-    Examples:
-
-    >>> multi_label_loss({"label_ids": np.array([[1.0, 0.0]])}, np.array([[2.0, -2.0]]))
-    {'loss': <tf.Tensor: shape=(), dtype=float32, numpy=0.126928>}
-    """
-    targets = ops.cast(features["label_ids"], "float32")
-    per_label = ops.binary_crossentropy(targets, ops.cast(logits, "float32"), from_logits=True)
-    return {"loss": ops.mean(per_label)}

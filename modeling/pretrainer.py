@@ -1,4 +1,4 @@
-"""The pre-training model: encoder + heads, with the paper's losses and metrics.
+"""The pre-training model: encoder + heads, the paper's losses (`modeling.losses`) and metrics.
 
 `BertPretrainer` takes the features dict of the pre-training TFRecords and
 returns logits. Its `compute_loss` / `compute_metrics` make `fit` and
@@ -19,48 +19,13 @@ from core.record_schema import ENCODER_INPUTS
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
-from modeling.layers import fast_paths
 from modeling.layers.settings import ConfigurableModel
+from modeling.losses import (cross_entropy, left_to_right_lm_loss, masked_lm_loss,
+                             next_sentence_loss, next_token_targets)
 from modeling.pretrained import Pretrained
 from modeling.quantization import QuantizableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
-
-
-def cross_entropy(labels, logits):
-    """Per-example softmax cross-entropy from logits, in float32 under every policy."""
-    return fast_paths.cross_entropy(labels, ops.cast(logits, "float32"))
-
-
-def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):
-    """sum(weights * CE) / (sum(weights) + 1e-5), as the original computed it.
-
-    The weights are 0 at the padding slots of `masked_lm_positions`, so this
-    is the mean over real predictions; the 1e-5 keeps a batch without any
-    prediction finite.
-    """
-    weights = ops.cast(masked_lm_weights, "float32")
-    per_position = cross_entropy(masked_lm_ids, logits)
-    return ops.sum(weights * per_position) / (ops.sum(weights) + 1e-5)
-
-
-def next_sentence_loss(logits, next_sentence_labels):
-    """Mean cross-entropy of the IsNext (0) / NotNext (1) classifier."""
-    labels = ops.reshape(next_sentence_labels, (-1,))
-    return ops.mean(cross_entropy(labels, logits))
-
-
-def _next_token_targets(input_ids, input_mask):
-    """Targets and weights for predicting token i+1 at position i, real tokens only."""
-    mask = ops.cast(input_mask, "float32")
-    return input_ids[:, 1:], mask[:, 1:] * mask[:, :-1]
-
-
-def left_to_right_lm_loss(logits, input_ids, input_mask):
-    """Mean next-token cross-entropy over real positions that have a next real token."""
-    targets, weights = _next_token_targets(input_ids, input_mask)
-    per_position = cross_entropy(targets, logits[:, :-1])
-    return ops.sum(weights * per_position) / ops.maximum(ops.sum(weights), 1.0)
 
 
 def _weighted_mean(values, weights):
@@ -202,7 +167,7 @@ class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
             outputs: this model's outputs for them.
         """
         if self.objective == "ltr":
-            targets, weights = _next_token_targets(features["input_ids"], features["input_mask"])
+            targets, weights = next_token_targets(features["input_ids"], features["input_mask"])
             logits = outputs["lm_logits"][:, :-1]
             return _sums({"lm_accuracy": _correct(logits, targets),
                           self.lm_loss_name: cross_entropy(targets, logits)}, weights)

@@ -22,11 +22,12 @@ from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
 from evaluation.degenerate_runs import majority_accuracy
 from evaluation.multi_label import multi_label_scores
-from modeling.class_weights import (parse_class_weights, resolve_class_weights,
-                                    weighted_classification_loss)
-from modeling.multi_label import check_threshold, label_sets, multi_label_loss
-from modeling.task_models import (BertClassifier, BertMultipleChoice, classification_loss,
-                                  regression_loss)
+from modeling.class_weights import parse_class_weights, resolve_class_weights
+from modeling.classifier import BertClassifier
+from modeling.losses import (classification_loss, multi_label_loss, regression_loss,
+                             weighted_classification_loss)
+from modeling.multi_label import check_threshold, label_sets
+from modeling.multiple_choice import BertMultipleChoice
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.serving import export_classifier
 from training import finetuning, loop

@@ -34,11 +34,13 @@ import keras
 from core.arguments import FieldError, check_integer
 from core.export_folder import check_export_folder, export_folder
 from modeling import exports
+from modeling.classifier import BertClassifier
 from modeling.export_sources import ExportSource, export_source, source_paths
 from modeling.preprocessor import default_sequence_length
 from modeling.quantization import QuantizableModel, check_quantize
-from modeling.task_models import BertClassifier, BertSpanModel, BertTokenTagger
+from modeling.span_model import BertSpanModel
 from modeling.text_embedder import BertTextEmbedder
+from modeling.token_tagger import BertTokenTagger
 from tasks.serving import ClassifierServing, export_classifier
 from tasks.serving_embedder import EmbedderServing, export_embedder
 from tasks.serving_folders import NUMERIC_FORMATS, check_numeric_format, write_numeric_folder

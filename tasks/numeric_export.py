@@ -37,9 +37,11 @@ import tensorflow as tf
 from core.framework import frozen_function
 from core.record_schema import ENCODER_INPUTS
 from core.saved_models import KerasCall
+from modeling.classifier import BertClassifier
+from modeling.multiple_choice import BertMultipleChoice
 from modeling.quantization import portable_tracing
-from modeling.task_models import BertClassifier, BertMultipleChoice, BertTokenTagger
 from modeling.text_embedder import BertTextEmbedder
+from modeling.token_tagger import BertTokenTagger
 
 class NumericServing(tf.Module):
     """`serve(input_ids, input_mask, segment_ids)` -> the model's float32 outputs, by name."""

@@ -30,8 +30,8 @@ import os
 import shutil
 from typing import Callable
 
+from modeling.classifier import BertClassifier
 from modeling.pretrained import LABELS_FILE
-from modeling.task_models import BertClassifier
 from tasks.numeric_export import NumericServing, save_numeric, write_tflite
 
 NUMERIC_FORMATS = ("tf_serving", "tflite")

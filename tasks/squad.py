@@ -21,7 +21,8 @@ from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
                                                features_to_arrays)
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
-from modeling.task_models import BertSpanModel, span_loss
+from modeling.losses import span_loss
+from modeling.span_model import BertSpanModel
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files

@@ -27,8 +27,9 @@ from evaluation.ner import entity_scores, token_accuracy
 from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      cached_features, check_feature_layers)
+from modeling.losses import tagging_loss
 from modeling.pretrained import save_labels
-from modeling.task_models import BertTokenTagger, tagging_loss
+from modeling.token_tagger import BertTokenTagger
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.model_files import FROZEN_ENCODER, ModelNeeds, ResolvedModel
 from tasks.serving_tagging import export_tagger

@@ -21,7 +21,7 @@ answer is the whole words. Either way the answer is cut from the words
 joined by single spaces, whatever whitespace stood between them.
 
 The runner's post-processing (`tasks.squad_predictions`) and the span
-model's `predict_answers` (`modeling.task_models`) decode with the Python
+model's `predict_answers` (`modeling.span_model`) decode with the Python
 functions; the QA SavedModel (`tasks.serving_span`), which has no Python,
 with their graph twins `best_spans` and `final_texts`, which tests hold to
 them. One difference: on an exact tie of two spans' scores the graph keeps

@@ -1,12 +1,9 @@
-"""modeling.class_weights: the spec read and refused, balanced weights, the weighted loss."""
+"""modeling.class_weights: the spec read and refused, balanced weights."""
 
-import keras
-import numpy as np
 from absl.testing import parameterized
 
 from modeling.class_weights import (BALANCED, balanced_class_weights, parse_class_weights,
-                                    resolve_class_weights, weighted_classification_loss)
-from modeling.task_models import classification_loss
+                                    resolve_class_weights)
 from tests.fixtures import TestCase
 
 
@@ -45,16 +42,3 @@ class ClassWeightsTest(TestCase, parameterized.TestCase):
         self.assertAllClose(weights, [8 / 18, 8 / 6, 1.0])
         self.assertAllClose(resolve_class_weights("balanced", ["a", "b"], [0, 0, 0, 1]),
                             [4 / 6, 4 / 2])
-
-    def test_weighted_loss_is_keras_class_weight_mean(self):
-        rng = np.random.default_rng(0)
-        logits = rng.normal(size=(5, 3)).astype("float32")
-        labels = np.array([0, 2, 1, 2, 2])
-        weights = [0.5, 1.0, 3.0]
-        keras_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
-            labels, logits, sample_weight=np.array([weights[i] for i in labels]))
-        ours = weighted_classification_loss(weights)({"label_ids": labels}, logits)["loss"]
-        self.assertAllClose(ours, keras_loss, rtol=1e-6)
-        unit = weighted_classification_loss([1.0] * 3)({"label_ids": labels}, logits)["loss"]
-        self.assertAllClose(unit, classification_loss({"label_ids": labels}, logits)["loss"],
-                            rtol=1e-6)

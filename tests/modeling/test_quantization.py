@@ -17,13 +17,15 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from modeling.classifier import BertClassifier
 from modeling.encoder import BertEncoder
 from modeling.layers import fast_paths, int8
 from modeling.layers.dense import Dense
+from modeling.multiple_choice import BertMultipleChoice
 from modeling.pretrainer import BertPretrainer
 from modeling.quantization import quantizable_layers
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanModel,
-                                  BertTokenTagger)
+from modeling.span_model import BertSpanModel
+from modeling.token_tagger import BertTokenTagger
 from tasks.serving import ClassifierServing, export_classifier
 from tests.fixtures import tiny_config
 from tests.modeling.tiny_folder import tiny_folder

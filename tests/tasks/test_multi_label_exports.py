@@ -12,8 +12,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the raw-text SavedModel's ops)
 
+from modeling.classifier import BertClassifier
 from modeling.config import BertConfig
-from modeling.task_models import BertClassifier
 from tasks.model_exports import export_model
 from tests.fixtures import TINY_CONFIG, TestCase
 from tests.modeling.tiny_folder import tiny_folder

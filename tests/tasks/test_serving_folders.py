@@ -18,8 +18,8 @@ import pytest
 import tensorflow as tf
 
 from modeling.checkpoints import export_google_checkpoint
+from modeling.classifier import BertClassifier
 from modeling.config import BertConfig
-from modeling.task_models import BertClassifier
 from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
 from tests.modeling.tiny_folder import tiny_folder
 

@@ -19,7 +19,7 @@ import tensorflow as tf
 from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from modeling import BertSpanModel, load_tokenizer
-from modeling.task_models import span_loss
+from modeling.losses import span_loss
 from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.whitespace_words import whitespace_words
