@@ -24,7 +24,7 @@ Hugging Face folder, this project's pre-training or fine-tuning
   on those ids in TF Serving's layout: no tensorflow-text needed, compiles
   with XLA;
 - `tflite` (a fine-tuned classifier): `model.tflite` on the same ids, and
-  `preprocess/`. See `tasks/serving_folders.py`.
+  `preprocess/`. See `export/serving_folders.py`.
 
 `--quantize=int8` quantizes the model before a SavedModel export (`tf_hub`,
 a task model's `saved_model`, `tf_serving`); the other formats refuse it.
@@ -40,7 +40,7 @@ replaced whole, once the new export is complete. Anything else (the source,
 a folder holding it, a folder of other files, an export of another format,
 a file) is refused in one line before any weights are loaded, and nothing
 is written. A full disk or a file-size limit also ends in one line, naming
-the file, and leaves no output. See `modeling/exports.py`.
+the file, and leaves no output. See `export/layouts.py`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from absl import flags, logging
 
 from core import program
 from core.export_folder import check_export_folder
-from tasks.model_exports import FORMATS, export_model
+from export.model_exports import FORMATS, export_model
 
 FLAGS = flags.FLAGS
 

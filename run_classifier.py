@@ -10,7 +10,7 @@ label a sigmoid, trains with binary cross-entropy, predicts the labels
 above `--threshold`, and scores F1 per label and micro/macro (micro chooses
 the sweep's best run); the submission lists each row's label set.
 `--class_weights` weighs the training loss for imbalanced labels:
-`balanced`, or `label:weight` pairs (`modeling.class_weights`); the output
+`balanced`, or `label:weight` pairs (`training.class_weights`); the output
 folder records them, so a rerun with other weights is refused rather than
 resumed.
 

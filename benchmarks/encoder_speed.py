@@ -22,8 +22,8 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
 from core import extras  # noqa: E402
-from modeling.config import BertConfig  # noqa: E402
-from modeling.encoder import BertEncoder  # noqa: E402
+from network.config import BertConfig  # noqa: E402
+from network.encoder import BertEncoder  # noqa: E402
 
 with extras.needed("benchmarks"):
     import keras_hub

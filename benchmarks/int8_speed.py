@@ -7,7 +7,7 @@ length 128, TensorFlow limited to `--threads` threads:
 - layers: one projection [batch * 128, inputs] x [inputs, outputs] as
   `keras.layers.Dense` in float32, the same layer after Keras'
   `quantize("int8")` (Keras' own int8 call), and our `Dense` after
-  `quantize("int8")` (oneDNN's int8 kernel, `modeling.layers.int8`);
+  `quantize("int8")` (oneDNN's int8 kernel, `network.layers.int8`);
 - encoders: `BertEncoder` in float32 (a `tf.function`, and with
   `jit_compile=True`), and quantized: our int8 call, the same under XLA
   (which computes Keras' int8 arithmetic as an XLA int8 dot), and, at batch
@@ -35,10 +35,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
-from modeling.config import BertConfig  # noqa: E402
-from modeling.encoder import BertEncoder  # noqa: E402
-from modeling.layers import fast_paths, int8  # noqa: E402
-from modeling.layers.dense import Dense  # noqa: E402
+from network.config import BertConfig  # noqa: E402
+from network.encoder import BertEncoder  # noqa: E402
+from network.layers import fast_paths, int8  # noqa: E402
+from network.layers.dense import Dense  # noqa: E402
 
 SEQUENCE_LENGTH = 128
 SIZES = {

@@ -46,11 +46,11 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
 from core import extras  # noqa: E402
-from modeling.config import BertConfig  # noqa: E402
-from modeling.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
 from modeling.pretrainer import BertPretrainer  # noqa: E402
+from network.config import BertConfig  # noqa: E402
 from training.input_pipeline import pretraining_dataset  # noqa: E402
 from training.loop import Trainer  # noqa: E402
+from training.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
 
 with extras.needed("benchmarks"):
     import keras_hub

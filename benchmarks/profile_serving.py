@@ -141,10 +141,12 @@ def main() -> None:
         parser.error(f"--batches: expected positive integers, got {args.batches!r}")
     if args.calls < 1:
         parser.error(f"--calls must be at least 1, got {args.calls}")
-    if args.checkout and not (Path(args.checkout) / "modeling" / "encoder.py").is_file():
-        parser.error(f"--checkout: {args.checkout} is not a checkout of this project")
     sys.path.insert(0, str(ROOT))
     from benchmarks import serving_models
+    from benchmarks.serving_workers import is_checkout
+
+    if args.checkout and not is_checkout(Path(args.checkout)):
+        parser.error(f"--checkout: {args.checkout} is not a checkout of this project")
 
     folders = {"minilm": serving_models.minilm_dir, "base": serving_models.bert_base}
     checkout = os.path.abspath(args.checkout) if args.checkout else str(ROOT)

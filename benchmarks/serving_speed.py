@@ -12,10 +12,10 @@ dev-set sentences in every system. (3) Each system's accuracy on the
 1,000-sentence Pang & Lee dev set.
 
 Systems: ours in float32, through one `tf.function` for any batch and
-length, traced as served graphs are (`modeling.layers.fast_paths.serving`),
+length, traced as served graphs are (`network.layers.fast_paths.serving`),
 without and with XLA (the better counts), and after
 `model.quantize("int8")` when this build can quantize the model; end to end, our SavedModel on strings as
-`run_classifier.py` exports it (`tasks.serving.export_classifier`), which
+`run_classifier.py` exports it (`export.serving.export_classifier`), which
 packs to the fine-tuning's 64 tokens and runs the model at the longest
 row's length. ONNX Runtime on the Hugging Face folder exported by
 `torch.onnx.export` (eager attention), fused by
@@ -458,11 +458,12 @@ def main() -> None:
         parser.error(str(error))
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    if args.baseline and not (Path(args.baseline) / "modeling" / "encoder.py").is_file():
-        parser.error(f"--baseline: {args.baseline} is not a checkout of this project "
-                     "(no modeling/encoder.py)")
-
     from benchmarks import serving_models
+    from benchmarks.serving_workers import is_checkout
+
+    if args.baseline and not is_checkout(Path(args.baseline)):
+        parser.error(f"--baseline: {args.baseline} is not a checkout of this project "
+                     "(no encoder in network/ or modeling/)")
     from data_prep.corpora.assets import minilm_dir
 
     command = command_line(sys.argv, sys.executable)

@@ -87,6 +87,12 @@ def quantize_int8(model) -> str:
     return f"{len(quantized)} int8 weight tensors"
 
 
+def is_checkout(folder: Path) -> bool:
+    """Whether `folder` holds this project's code, whose encoder `ours_encoder` can run: in
+    `network/`, or in `modeling/` in a checkout from before the network had a package."""
+    return any((folder / package / "encoder.py").is_file() for package in ("network", "modeling"))
+
+
 def ours_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
     """Our encoder from `folder` through one `tf.function` (XLA if `xla`), int8 if asked.
 
@@ -95,8 +101,12 @@ def ours_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
     checkout may predate it).
     """
     tf = _tensorflow()
-    from modeling.layers import fast_paths
-    from modeling.pretrained import load_encoder
+    from modeling import load_encoder  # the face: the same name in every checkout
+
+    try:
+        from network.layers import fast_paths
+    except ImportError:  # a checkout from before the network had a package of its own
+        from modeling.layers import fast_paths
 
     encoder = load_encoder(spec["folder"])
     note = quantize_int8(encoder) if spec.get("int8") else ""
@@ -122,16 +132,15 @@ def ours_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
     """Our fine-tuned classifier exported as `run_classifier.py` exports it, loaded back.
 
     The SavedModel is written from the fine-tuned folder by this build's
-    `tasks.serving.export_classifier` (the function behind `saved_model/`),
+    `export.serving.export_classifier` (the function behind `saved_model/`),
     so the timing is this build's graph; with `int8` the model is quantized
     first.
     """
     tf = _tensorflow()
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-    from modeling.pretrained import load_labels, load_tokenizer
-    from modeling.classifier import BertClassifier
-    from tasks.serving import export_classifier
+    from export.serving import export_classifier
+    from modeling import BertClassifier, load_labels, load_tokenizer
 
     folder = spec["folder"]
     model = BertClassifier.from_pretrained(folder)

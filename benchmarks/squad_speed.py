@@ -40,8 +40,8 @@ from data_prep.corpora.assets import minilm_dir  # noqa: E402
 from data_prep.datasets.squad import read_squad_examples  # noqa: E402
 from data_prep.datasets.squad_features import convert_examples_to_features  # noqa: E402
 from data_prep.datasets.squad_features import features_to_arrays
-from modeling.config import BertConfig  # noqa: E402
 from modeling.span_model import BertSpanModel  # noqa: E402
+from network.config import BertConfig  # noqa: E402
 from tasks.squad_predictions import RawResult  # noqa: E402
 from tasks.squad_predictions import compute_predictions
 from text.tokenization import FullTokenizer  # noqa: E402

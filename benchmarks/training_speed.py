@@ -161,8 +161,8 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
     import keras
     import tensorflow as tf
 
-    from modeling.config import BertConfig
-    from modeling.optimization import create_optimizer
+    from network.config import BertConfig
+    from training.optimization import create_optimizer
     from training.distribution import default_jit_compile
     from training.loop import Trainer
 

@@ -22,7 +22,7 @@ from absl import flags
 
 from cli import quiet_start
 from core import run_folder
-from modeling.config import BertConfig
+from network.config import BertConfig
 from tasks import contract
 from tasks.contract import Task, TaskResult, TaskSettingsT
 from tasks.model_files import ModelFiles

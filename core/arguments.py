@@ -174,3 +174,8 @@ def check_non_negative(name: str, value: Any) -> Any:
     """
     check_number(name, value, 0)
     return value
+
+
+def check_threshold(threshold: Any) -> float:
+    """`threshold` as a float, if it lies strictly between 0 and 1 (a probability cut)."""
+    return check_number("threshold", threshold, 0.0, 1.0, above=True, below=True)

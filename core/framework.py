@@ -113,7 +113,7 @@ def compiled_by_xla() -> bool:
     """True while tracing a function that XLA will compile (`jit_compile=True`, TPUs).
 
     Some layers compute the same values two ways, one of which only pays off
-    inside an XLA program (see `modeling.layers.fast_paths`). TensorFlow
+    inside an XLA program (see `network.layers.fast_paths`). TensorFlow
     marks such graphs with an XLA context but has no public way to ask.
     """
     if tf.executing_eagerly():

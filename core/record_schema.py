@@ -5,7 +5,7 @@ features, so records written by either implementation train on the other.
 `data_prep` writes pre-training records and `training` reads them, siblings
 that may not import each other; the encoder's three inputs among them are
 also what every model, fine-tuning dataset and exported signature takes,
-from `modeling` up. A rule with users on several floors lives below all of
+from `network` up. A rule with users on several floors lives below all of
 them, and `core` rather than `text` is its home: this is a file format, not
 text handling, and it needs neither a tokenizer nor TensorFlow.
 """

@@ -23,17 +23,17 @@ import numpy as np
 from keras import ops
 from scipy import special
 
-from core.arguments import check_flag, check_integer, check_number
+from core.arguments import check_flag, check_integer, check_number, check_threshold
+from evaluation.multi_label import MultiLabelF1
 from modeling.classifier_preprocessor import BertClassifierPreprocessor
-from modeling.config import BertConfig
 from modeling.fine_tuning_model import (FineTuningModel, OutputProjection, bilstm_layer,
                                         bilstm_variables, flatten_choices, last_real_token)
-from modeling.heads import LeftToRightLMHead
-from modeling.labels import check_label_names, label_outputs
+from modeling.labels import check_label_names, label_outputs, label_sets
 from modeling.losses import left_to_right_lm_loss
-from modeling.multi_label import MultiLabelF1, check_threshold, label_sets
-from modeling.text_windows import (EXAMPLE_WINDOWS, TRUNCATE, check_window_settings,
-                                   mean_over_windows)
+from network.config import BertConfig
+from network.heads import LeftToRightLMHead
+from network.model_folder import check_window_settings
+from text.text_windows import EXAMPLE_WINDOWS, TRUNCATE, mean_over_windows
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -49,7 +49,7 @@ class BertClassifier(FineTuningModel):
     whole with `long_texts="windows"`: windows `window_stride` sub-tokens
     apart (default: half a window), each trained on as an example with its
     text's label, a text predicted and evaluated by the mean of its windows'
-    logits (`modeling.text_windows`). Its preprocessor is a
+    logits (`text.text_windows`). Its preprocessor is a
     `BertClassifierPreprocessor` with the model's labels and windows.
 
     Args:

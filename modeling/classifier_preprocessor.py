@@ -2,10 +2,10 @@
 
 Labels are read as the classifier's head needs them (`modeling.labels`):
 class indices or names for a single-label model, label sets for a
-`multi_label` one (`modeling.multi_label`), numbers for regression
+`multi_label` one (`evaluation.multi_label`), numbers for regression
 (`num_labels=1`). Texts longer than `sequence_length` are cut, counted and
-logged once per call (`modeling.truncation`), or with `long_texts="windows"`
-read whole through windows (`modeling.text_windows`): each window trains as
+logged once per call (`text.truncation`), or with `long_texts="windows"`
+read whole through windows (`text.text_windows`): each window trains as
 an example carrying its text's label and weight, and a text is evaluated
 and predicted by the mean of its windows' logits, which the model takes
 from the `example_windows` the batch carries.
@@ -21,12 +21,12 @@ import numpy as np
 import tensorflow as tf
 
 from core.arguments import check_flag, check_integer
-from modeling import truncation
 from modeling.labels import check_label_names, class_indices, multi_hot, regression_targets
 from modeling.preprocessor import DEFAULT_SEQUENCE_LENGTH, split_segments
 from modeling.task_preprocessor import TaskPreprocessor, repeated, with_targets
-from modeling.text_windows import (EXAMPLE_WINDOWS, TRUNCATE, WINDOWS, check_window_settings,
-                                   stride_for, text_windows)
+from network.model_folder import check_window_settings
+from text import truncation
+from text.text_windows import EXAMPLE_WINDOWS, TRUNCATE, WINDOWS, stride_for, text_windows
 
 
 @keras.saving.register_keras_serializable(package="bert")

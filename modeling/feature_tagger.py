@@ -46,9 +46,9 @@ from keras import ops
 from core.arguments import check_integer, check_number
 from core.atomic import atomic_path
 from core.record_schema import ENCODER_INPUTS
-from modeling.layers.dropout import Dropout
-from modeling.layers.settings import ConfigurableModel
 from modeling.losses import tagging_loss
+from network.layers.dropout import Dropout
+from network.layers.settings import ConfigurableModel
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")

@@ -21,22 +21,23 @@ from keras import ops
 
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
-from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.layers import int8
-from modeling.layers.dropout import Dropout
-from modeling.layers.settings import ConfigurableLayer, ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.pretrained import Pretrained, check_source, model_files
-from modeling.quantization import QuantizableModel
 from modeling.task_preprocessor import TaskPreprocessor
 from modeling.text_tasks import TextTask
+from network.config import BertConfig
+from network.encoder import BertEncoder
+from network.layers import int8
+from network.layers.dropout import Dropout
+from network.layers.settings import ConfigurableLayer, ConfigurableModel
+from network.model_folder import check_source
+from network.pretrained import Pretrained, model_files
+from network.quantization import QuantizableModel
 
 @keras.saving.register_keras_serializable(package="bert")
 class OutputProjection(int8.Quantizable, ConfigurableLayer):
     """logits = x . W^T + b with W stored [units, hidden], under a Google-style name.
 
-    `quantize("int8")` makes W int8 per unit (`modeling.layers.int8`).
+    `quantize("int8")` makes W int8 per unit (`network.layers.int8`).
     """
 
     def __init__(self, units: int, hidden_size: int, initializer_range: float,
@@ -116,7 +117,7 @@ class FineTuningModel(TextTask, Pretrained, QuantizableModel, ConfigurableModel)
           do_lower_case: True or False to override the folder's casing.
           **kwargs: the model's arguments (`num_labels=2`) and BertConfig fields
             to override; `preprocessor=None` for packed inputs only. See
-            `modeling.pretrained.load_task_model`.
+            `network.pretrained.load_task_model`.
 
         Examples:
 

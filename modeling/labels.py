@@ -165,3 +165,16 @@ def _class_index(label: Any, num_labels: int, label_names: list[str] | None,
         raise ValueError(f"{where} has label {label}, outside [0, {num_labels}): the model has "
                          f"{num_labels} labels")
     return int(label)
+
+
+def label_sets(probabilities: np.ndarray, threshold: float,
+               label_names: list[str] | None) -> list[list]:
+    """Each row's labels whose probability exceeds `threshold`, in label order.
+
+    Args:
+      probabilities: [N, num_labels] per-label probabilities.
+      threshold: the cut, in (0, 1).
+      label_names: the model's names for its labels; None gives indices.
+    """
+    return [label_outputs(np.flatnonzero(row > threshold).tolist(), label_names)
+            for row in probabilities]

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from modeling.layers import fast_paths
+from network.layers import fast_paths
 
 
 def cross_entropy(labels, logits):

@@ -10,9 +10,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from modeling.config import BertConfig
 from modeling.fine_tuning_model import (FineTuningModel, OutputProjection, flatten_choices,
                                         last_real_token)
+from network.config import BertConfig
 
 
 @keras.saving.register_keras_serializable(package="bert")

@@ -24,7 +24,8 @@ import tensorflow as tf
 
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
-from modeling.pretrained import check_source, load_config, load_tokenizer, model_files
+from network.model_folder import check_source
+from network.pretrained import load_config, load_tokenizer, model_files
 from text.graph_checks import rows_differ, same_row_lengths
 from text.sentence_pairs import pack_ragged
 from text.tokenization import FullTokenizer

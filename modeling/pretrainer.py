@@ -16,14 +16,14 @@ import tensorflow as tf
 from keras import ops
 
 from core.record_schema import ENCODER_INPUTS
-from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
-from modeling.layers.settings import ConfigurableModel
 from modeling.losses import (cross_entropy, left_to_right_lm_loss, masked_lm_loss,
                              next_sentence_loss, next_token_targets)
-from modeling.pretrained import Pretrained
-from modeling.quantization import QuantizableModel
+from network.config import BertConfig
+from network.encoder import BertEncoder
+from network.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
+from network.layers.settings import ConfigurableModel
+from network.pretrained import Pretrained
+from network.quantization import QuantizableModel
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 

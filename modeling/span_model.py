@@ -13,11 +13,11 @@ import keras
 import numpy as np
 
 from core.arguments import check_integer
-from modeling.config import BertConfig
 from modeling.fine_tuning_model import OutputProjection, SequenceModel, bilstm_variables
 from modeling.losses import HalfCrossEntropy
 from modeling.span_preprocessor import BertSpanPreprocessor, questions_and_contexts
 from modeling.text_arguments import optional_count
+from network.config import BertConfig
 from text.answer_spans import (MAX_ANSWER_LENGTH, N_BEST_SIZE, BasicWords, Span,
                                candidate_spans, final_text, pieces_text)
 from text.sliding_windows import DOC_STRIDE

@@ -26,11 +26,11 @@ import numpy as np
 import tensorflow as tf
 
 from core.arguments import check_integer, is_integer
-from modeling import truncation
 from modeling.labels import as_list
 from modeling.preprocessor import ragged_words
 from modeling.task_preprocessor import TaskPreprocessor, with_targets
 from modeling.text_arguments import check_rows, sample_weights
+from text import truncation
 from text.answer_spans import MAX_QUERY_LENGTH
 from text.answer_targets import answer_pieces, answer_words, improve_answer_span, window_target
 from text.sentence_pairs import pack_ids

@@ -4,7 +4,7 @@ A word's tag is read at its first sub-token, as the runners train and score
 it; the other positions carry no loss (sample weight 0). A sentence longer
 than one window is read through windows `window_stride` sub-tokens apart,
 each word trained and scored in the one where it has the most context
-(`modeling.text_windows`), so every word is seen: nothing is cut.
+(`text.text_windows`), so every word is seen: nothing is cut.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from core.arguments import check_integer
 from modeling.labels import check_label_names, tag_indices
 from modeling.preprocessor import DEFAULT_SEQUENCE_LENGTH, ragged_words
 from modeling.task_preprocessor import TaskPreprocessor
-from modeling.text_windows import EXAMPLE_WINDOWS, WORD_POSITIONS, stride_for, word_windows
 from text.tag_schemes import check_aligned
+from text.text_windows import EXAMPLE_WINDOWS, WORD_POSITIONS, stride_for, word_windows
 
 
 @keras.saving.register_keras_serializable(package="bert")

@@ -3,7 +3,7 @@
 A sentence-transformers folder (the MiniLM this project loads is one) says
 how its vectors are made: which pooling ([CLS], max, mean, mean/sqrt(length)),
 whether they are L2-normalized, and how many tokens the model reads
-(`modeling.sentence_transformers_folder`). `BertTextEmbedder.from_pretrained`
+(`network.sentence_transformers_folder`). `BertTextEmbedder.from_pretrained`
 follows those files, so its vectors are sentence-transformers' own for that
 folder; keras-hub's `BertTextEmbedder` offers the same for its presets.
 
@@ -28,14 +28,15 @@ from keras import ops
 
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
-from modeling.checkpoints import load_weights
-from modeling.config import BertConfig, ConfigError
-from modeling.encoder import BertEncoder
-from modeling.layers.settings import ConfigurableModel
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
-from modeling.presets import resolve
-from modeling.pretrained import check_source, load_config
-from modeling.sentence_transformers_folder import POOLING_KEYS, read_sentence_settings
+from network.checkpoints import load_weights
+from network.config import BertConfig, ConfigError
+from network.encoder import BertEncoder
+from network.layers.settings import ConfigurableModel
+from network.model_folder import check_source
+from network.presets import resolve
+from network.pretrained import load_config
+from network.sentence_transformers_folder import POOLING_KEYS, read_sentence_settings
 
 POOLING_MODES = tuple(POOLING_KEYS)
 _DEFAULT_BATCH_SIZE = 32

@@ -13,15 +13,15 @@ original AdamW (decay 0.01, epsilon 1e-6, no bias correction, global-norm
 clipping at 1.0), learning rate 5e-5 with linear warm-up over the first 10%
 of the steps, then linear decay to 0. The number of steps is known only
 when `fit` sees the data, so each `fit` call plans its own schedule there
-with the runners' rule (`modeling.optimization.plan`): a `fit` is one
+with the runners' rule (`training.optimization.plan`): a `fit` is one
 fine-tuning run, warm-up included.
 
 `fit` trains as the runners do: it stops at a step whose loss or gradients
-are not finite, keeping the weights from before it (`modeling.divergence`);
+are not finite, keeping the weights from before it (`training.divergence`);
 with `resume_dir` a killed `fit` called again continues to the same weights,
-bit for bit (`modeling.resume`, `modeling.example_order`); with `log_dir`
+bit for bit (`training.resume`, `training.example_order`); with `log_dir`
 it writes the loss and the learning rate for TensorBoard
-(`modeling.training_logs`). `validation_split` holds out the last texts (and
+(`training.training_logs`). `validation_split` holds out the last texts (and
 their labels and weights) as Keras holds out the last rows of arrays, before
 they are packed, so the schedule is sized by the texts that train.
 
@@ -29,7 +29,7 @@ Every argument is checked in Python before Keras builds a dataset: counts,
 rates, empty inputs (`modeling.text_arguments`), and the texts, labels and
 sample weights (by the task's preprocessor). An empty input predicts an
 empty result; `fit` and `evaluate` refuse it. Texts cut at `sequence_length`
-are counted and logged once per call (`modeling.truncation`).
+are counted and logged once per call (`text.truncation`).
 """
 
 from __future__ import annotations
@@ -43,16 +43,16 @@ import tensorflow as tf
 
 from core.arguments import check_integer, check_number
 from core.record_schema import ENCODER_INPUTS
-from modeling import truncation
-from modeling.divergence import StepGuard, guarded_train_step
-from modeling.example_order import ExampleOrder, draw_seed, fit_in_order
-from modeling.optimization import create_optimizer, plan
-from modeling.resume import ResumeFolder, SaveCheckpoints
 from modeling.task_preprocessor import TaskPreprocessor
 from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
                                      example_count, folder_argument, is_raw_text, kind,
                                      optional_count, rows, split_point)
-from modeling.training_logs import LogScalars
+from text import truncation
+from training.divergence import StepGuard, guarded_train_step
+from training.example_order import ExampleOrder, draw_seed, fit_in_order
+from training.optimization import create_optimizer, plan
+from training.resume import ResumeFolder, SaveCheckpoints
+from training.training_logs import LogScalars
 
 AUTO = "auto"
 
@@ -125,15 +125,15 @@ class TextTask(keras.Model):
         stops with `FitDiverged` (a `TrainingDiverged`), the model keeping the
         weights from before it. `compile()`'s schedule spans the steps `fit`
         runs: ceil(N / batch_size) per epoch, the short last batch a step of
-        its own (`modeling.optimization.plan`). Raw text given as Python data is
-        fed in an order drawn from a seed (`modeling.example_order`), afresh
+        its own (`training.optimization.plan`). Raw text given as Python data is
+        fed in an order drawn from a seed (`training.example_order`), afresh
         each epoch unless `shuffle=False`.
 
         Args (beyond Keras'):
           resume_dir: a folder for checkpoints (raw text from Python only). A
             `fit` killed midway and called again the same way continues from
             its newest checkpoint and ends with the same weights, bit for bit,
-            as an uninterrupted one (`modeling.resume`); a finished one
+            as an uninterrupted one (`training.resume`); a finished one
             returns at once. A run that continues inside an epoch calls
             Keras' `fit` twice, so callbacks see two trainings.
           save_freq: steps between checkpoints in `resume_dir`; each epoch's

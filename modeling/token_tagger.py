@@ -14,12 +14,12 @@ import numpy as np
 from scipy import special
 
 from core.arguments import check_flag, check_integer
-from modeling.config import BertConfig
 from modeling.fine_tuning_model import OutputProjection, SequenceModel, bilstm_variables
 from modeling.labels import check_label_names, label_outputs
 from modeling.tagger_preprocessor import BertTaggerPreprocessor, sentence_lengths
 from modeling.text_arguments import is_raw_text
-from modeling.text_windows import WORD_POSITIONS, word_logits
+from network.config import BertConfig
+from text.text_windows import WORD_POSITIONS, word_logits
 
 
 @keras.saving.register_keras_serializable(package="bert")

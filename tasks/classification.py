@@ -15,22 +15,22 @@ import keras
 import numpy as np
 from absl import logging
 
-from core.arguments import FieldError, check_integer, check_number
+from core.arguments import FieldError, check_integer, check_number, check_threshold
 from core.atomic import write_atomically
 from core.task_names import canonical_key
 from data_prep.datasets import glue, swag
 from evaluation import glue as glue_metrics
 from evaluation.degenerate_runs import majority_accuracy
 from evaluation.multi_label import multi_label_scores
-from modeling.class_weights import parse_class_weights, resolve_class_weights
+from export.serving import export_classifier
 from modeling.classifier import BertClassifier
+from modeling.labels import label_sets
 from modeling.losses import (classification_loss, multi_label_loss, regression_loss,
                              weighted_classification_loss)
-from modeling.multi_label import check_threshold, label_sets
 from modeling.multiple_choice import BertMultipleChoice
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
-from tasks.serving import export_classifier
 from training import finetuning, loop
+from training.class_weights import parse_class_weights, resolve_class_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +49,9 @@ class ClassificationTask(FineTuningSettings):
     tsv_label_column: str | None = None
     tsv_labels: tuple[str, ...] | None = None  # default: the training file's labels
     tsv_has_header: bool = True
-    # "balanced" or label:weight pairs (`modeling.class_weights`); weighs the training loss
+    # "balanced" or label:weight pairs (`training.class_weights`); weighs the training loss
     class_weights: str | None = None
-    multi_label: bool = False  # tsv: the label column holds label sets (`modeling.multi_label`)
+    multi_label: bool = False  # tsv: the label column holds label sets (`evaluation.multi_label`)
     threshold: float = 0.5  # multi_label: a label is predicted above this probability
     tsv_label_delimiter: str | None = None  # multi_label: between a set's labels (default |)
 

@@ -25,8 +25,8 @@ from absl import logging
 from core.arguments import FieldError, check_integer
 from core.atomic import atomic_open
 from core.record_schema import ENCODER_INPUTS
-from modeling.checkpoints import load_weights
-from modeling.encoder import BertEncoder
+from network.checkpoints import load_weights
+from network.encoder import BertEncoder
 from tasks.contract import TaskResult
 from tasks.model_files import FROZEN_ENCODER, ModelFiles, ResolvedModel, resolve_model_files
 from text.sentence_pairs import pack

@@ -21,8 +21,8 @@ from pathlib import Path
 from absl import logging
 
 from core.arguments import FieldError
-from modeling import pretrained
-from modeling.config import BertConfig, ConfigError
+from network import pretrained
+from network.config import BertConfig, ConfigError
 from text.tokenization import FullTokenizer, load_vocab
 
 

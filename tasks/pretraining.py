@@ -21,8 +21,8 @@ from absl import logging
 from core import atomic
 from core.arguments import FieldError, check_integer
 from evaluation.results import write_eval_results
-from modeling.checkpoints import export_google_checkpoint, load_weights
 from modeling.pretrainer import OBJECTIVES, BertPretrainer
+from network.checkpoints import export_google_checkpoint, load_weights
 from tasks.contract import TaskResult
 from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_model_files
 from training import loop

@@ -21,10 +21,10 @@ from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
                                                features_to_arrays)
 from evaluation.squad import evaluate_v1, evaluate_v2, load_json
+from export.serving_span import export_span_model
 from modeling.losses import span_loss
 from modeling.span_model import BertSpanModel
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
-from tasks.serving_span import export_span_model
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from text.answer_spans import MAX_ANSWER_LENGTH, MAX_QUERY_LENGTH, N_BEST_SIZE
 from text.sliding_windows import DOC_STRIDE

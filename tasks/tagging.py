@@ -24,15 +24,15 @@ from data_prep.datasets.conll import (build_windows, check_labels, detect_scheme
                                       predictions_to_tags, read_splits, windows_to_arrays,
                                       write_conll_predictions)
 from evaluation.ner import entity_scores, token_accuracy
-from modeling.encoder import BertEncoder
+from export.serving_tagging import export_tagger
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
                                      cached_features, check_feature_layers)
 from modeling.losses import tagging_loss
-from modeling.pretrained import save_labels
 from modeling.token_tagger import BertTokenTagger
+from network.encoder import BertEncoder
+from network.model_folder import save_labels
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.model_files import FROZEN_ENCODER, ModelNeeds, ResolvedModel
-from tasks.serving_tagging import export_tagger
 from training import finetuning, loop
 from training.configs import OptimizationConfig
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from absl import flags
 
 from core.arguments import FieldMessage
-from modeling.config import BertConfig
+from network.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from absl.testing import parameterized
 import export_model
 from modeling import (BertClassifier, BertConfig, BertPretrainer, BertTextEmbedder, load_encoder,
                       load_tokenizer)
-from modeling.checkpoints import export_google_checkpoint, save_checkpoint
+from network.checkpoints import export_google_checkpoint, save_checkpoint
 from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat", "on", "mat"]
@@ -101,7 +101,7 @@ class ExportModelTest(TestCase, parameterized.TestCase):
                       "input_type_ids": INPUTS["segment_ids"]}
         pooled = encoder(hub_inputs)["pooled_output"].numpy()
         expected = self.pretrainer.encoder(INPUTS, training=False)["pooled_output"].numpy()
-        # Within 3% of the largest output, as tests/modeling/test_quantization.py measured.
+        # Within 3% of the largest output, as tests/network/test_quantization.py measured.
         self.assertLessEqual(abs(pooled - expected).max(), 0.03 * abs(expected).max())
         self.assertNotAllClose(pooled, expected, atol=1e-7, rtol=0)
         compiled = tf.function(lambda inputs: encoder(inputs), jit_compile=True)

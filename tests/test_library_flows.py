@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from modeling.presets import DownloadError
+from network.presets import DownloadError
 from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids

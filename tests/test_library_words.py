@@ -23,7 +23,8 @@ from pathlib import Path
 import tensorflow as tf
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = ("text", "core", "modeling", "data_prep", "training", "evaluation", "tasks")
+LIBRARY = ("text", "core", "network", "modeling", "data_prep", "training", "evaluation", "export",
+           "tasks")
 FLAG = re.compile(r"(?<![\w-])--[a-z_]")
 FLAG_DEFINITIONS = ("DEFINE", "add_argument")  # absl's flags.DEFINE_*, argparse's
 

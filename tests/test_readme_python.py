@@ -19,8 +19,9 @@ import sys
 
 import pytest
 
-from modeling import BertPretrainer, export_tf_hub, load_config, presets
-from modeling.checkpoints import export_huggingface
+from modeling import BertPretrainer, export_tf_hub, load_config
+from network import presets
+from network.checkpoints import export_huggingface
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 
@@ -35,13 +36,13 @@ SKIPPED = {
         "tests/modeling/test_text_embedder.py covers the embedder",
     "sst2_serving/":
         "reads the TF Serving export of a fine-tuned SST-2 folder, which the bash block's "
-        "export_model.py writes; tests/tasks/test_serving_folders.py covers it",
+        "export_model.py writes; tests/export/test_serving_folders.py covers it",
     "ner_serving/":
         "reads the TF Serving export of a fine-tuned tagger's folder, which export_model.py "
-        "writes; tests/tasks/test_serving_preprocess.py covers it",
+        "writes; tests/export/test_serving_preprocess.py covers it",
     "sst2_lite/":
         "reads the TFLite export of a fine-tuned SST-2 folder, which the bash block's "
-        "export_model.py writes; tests/tasks/test_serving_folders.py covers it",
+        "export_model.py writes; tests/export/test_serving_folders.py covers it",
 }
 # Runs the blocks given as JSON [(line, source), ...] in one namespace; names the failing one.
 _DRIVER = """

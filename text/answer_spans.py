@@ -22,7 +22,7 @@ joined by single spaces, whatever whitespace stood between them.
 
 The runner's post-processing (`tasks.squad_predictions`) and the span
 model's `predict_answers` (`modeling.span_model`) decode with the Python
-functions; the QA SavedModel (`tasks.serving_span`), which has no Python,
+functions; the QA SavedModel (`export.serving_span`), which has no Python,
 with their graph twins `best_spans` and `final_texts`, which tests hold to
 them. One difference: on an exact tie of two spans' scores the graph keeps
 the lower start, the original the one listed first (by start, then end logit).

@@ -12,7 +12,7 @@ so it takes no position in the model's input (as in the original).
 
 One rule, three uses: the reader (`data_prep.datasets.squad`), the span
 model's raw-text answers (`modeling.span_preprocessor`) and the SavedModels that
-split raw text in the graph (`tasks.serving_span`, `tasks.serving_tagging`).
+split raw text in the graph (`export.serving_span`, `export.serving_tagging`).
 tensorflow-text's `WhitespaceTokenizer` would split on every Unicode space
 instead, and it leaves the first bytes of a multi-byte one (U+2028, U+0085)
 at the end of the word before it.

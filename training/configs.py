@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from core.arguments import FieldError, check_integer, check_number
-from modeling.optimization import OPTIMIZER_TYPES, plan
 from training import distribution
 from training.distribution import PRECISIONS, STRATEGIES
+from training.optimization import OPTIMIZER_TYPES, plan
 
 
 def check_weights_to_evaluate(evaluates: Sequence[str], do_train: bool,
@@ -80,7 +80,7 @@ class OptimizationConfig:
     def schedule(self, examples: int | None, batch_size: int) -> tuple[int, int]:
         """(updates, warmup updates): fixed steps, or epochs over `examples` in `batch_size`.
 
-        Counted by `modeling.optimization.plan`, as the runners read their data:
+        Counted by `training.optimization.plan`, as the runners read their data:
         one repeated stream cut into whole batches, `examples / batch_size` per epoch.
         """
         if self.num_train_steps is not None:

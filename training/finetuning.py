@@ -28,10 +28,9 @@ from absl import logging
 from core import atomic
 from core.arguments import FieldError
 from core.record_schema import ENCODER_INPUTS
-from modeling.checkpoints import load_weights, save_checkpoint
-from modeling.config import BertConfig
-from modeling.model_settings import model_settings, save_model_settings
-from modeling.pretrained import LABELS_FILE, save_labels
+from network.checkpoints import load_weights, save_checkpoint
+from network.config import BertConfig
+from network.model_folder import LABELS_FILE, model_settings, save_labels, save_model_settings
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig
 from training.trainer import TrainingRun
@@ -149,7 +148,7 @@ def save_model_files(model: keras.Model, config: BertConfig, vocab_file: str, ou
     go to `labels.txt`, so `modeling.load_task_model` reloads the folder
     without `num_labels` and with names; the model's class and settings
     (`causal`, `bilstm_units`, `multi_label`, `long_texts`, ...) to
-    `model_settings.json` (`modeling.model_settings`), so it reloads as the
+    `model_settings.json` (`network.model_folder`), so it reloads as the
     same model. A model without labels (regression, SQuAD) removes an
     earlier run's `labels.txt`, which would describe another head. Returns
     the paths written.

@@ -44,10 +44,10 @@ from absl import logging
 from core import atomic, faults
 from core.arguments import check_integer
 from core.framework import seed_generator_states
-from modeling.checkpoints import training_checkpoint
-from modeling.divergence import TrainingDiverged, all_finite, finite_update
-from modeling.resume import remove_save_leftovers, restore_checkpoint
-from modeling.training_logs import write_scalars
+from network.checkpoints import training_checkpoint
+from training.divergence import TrainingDiverged, all_finite, finite_update
+from training.resume import remove_save_leftovers, restore_checkpoint
+from training.training_logs import write_scalars
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]

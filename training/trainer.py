@@ -19,10 +19,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling.optimization import create_optimizer
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig, check_batch_split
 from training.distribution import default_jit_compile
+from training.optimization import create_optimizer
 
 # (input context or None, global micro-batch size) -> batched, repeated dataset
 DatasetBuilder = Callable[[tf.distribute.InputContext | None, int], tf.data.Dataset]

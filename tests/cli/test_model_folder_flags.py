@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import flags
 
 from cli import runner_flags
-from modeling import pretrained
+from network import pretrained
 from tasks.model_files import FINE_TUNING, ModelFiles, resolve_model_files
 from tests.fixtures import write_tiny_config
 

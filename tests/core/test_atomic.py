@@ -12,7 +12,7 @@ from core import atomic
 from core.atomic import atomic_open, atomic_path, write_atomically
 from data_prep.datasets.conll import Sentence, write_conll_predictions
 from evaluation.results import write_eval_results
-from modeling.config import BertConfig
+from network.config import BertConfig
 from tests.fixtures import TestCase
 
 

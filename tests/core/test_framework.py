@@ -102,7 +102,7 @@ class VersionCheckTest(tf.test.TestCase, parameterized.TestCase):
     def test_no_other_module_uses_a_private_framework_name(self):
         self.assertIn("_flatten_layers", PRIVATE_ATTRIBUTES)
         sources = product_sources()
-        self.assertIn(REPO / "modeling" / "optimization.py", sources)
+        self.assertIn(REPO / "training" / "optimization.py", sources)
         found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
                  for path in sources
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)

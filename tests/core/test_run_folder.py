@@ -152,7 +152,7 @@ class RunnerStartTest(tf.test.TestCase):
 
         import run_pretraining
         from cli import runner_flags
-        from modeling.config import BertConfig
+        from network.config import BertConfig
 
         folder = self.get_temp_dir()
         config_file = os.path.join(folder, "bert_config.json")

@@ -36,7 +36,7 @@ def every_position_call() -> Callable:
     That is what the encoder computed before it learned to skip the rows its
     callers do not read: the reference for tests that it skips nothing else.
     """
-    from modeling.encoder import BertEncoder
+    from network.encoder import BertEncoder
     own_call = BertEncoder.call
 
     def call(self, inputs, training=None, output_positions=None):
@@ -71,7 +71,7 @@ class KerasTestCase(TestCase, parameterized.TestCase):
     """tf.test.TestCase with the shared layer and model checks as methods."""
 
     def compute_every_position(self) -> None:
-        from modeling.encoder import BertEncoder
+        from network.encoder import BertEncoder
         self.enter_context(mock.patch.object(BertEncoder, "call", every_position_call()))
 
     def assertSameOutputs(self, expected: Any, actual: Any, what: str) -> None:

@@ -7,7 +7,6 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling.encoder import BertEncoder
 from modeling.feature_tagger import (
     FEATURE_LAYERS,
     FeatureBatches,
@@ -17,6 +16,7 @@ from modeling.feature_tagger import (
     feature_width,
     write_features,
 )
+from network.encoder import BertEncoder
 from tests.fixtures import TINY_CONFIG, TestCase, tiny_config
 
 HIDDEN = TINY_CONFIG["hidden_size"]

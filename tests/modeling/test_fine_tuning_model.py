@@ -5,14 +5,14 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from modeling.checkpoints import export_google_checkpoint, load_weights, save_checkpoint
 from modeling.classifier import BertClassifier
-from modeling.config import ConfigError
-from modeling.encoder import BertEncoder
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.pretrainer import BertPretrainer
 from modeling.span_model import BertSpanModel
 from modeling.token_tagger import BertTokenTagger
+from network.checkpoints import export_google_checkpoint, load_weights, save_checkpoint
+from network.config import ConfigError
+from network.encoder import BertEncoder
 from tests.fixtures import tiny_config, write_tiny_config
 from tests.modeling.harness import KerasTestCase
 from tests.modeling.tiny_folder import TinyFolderTestCase

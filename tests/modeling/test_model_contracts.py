@@ -5,12 +5,12 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from modeling.classifier import BertClassifier
-from modeling.encoder import BertEncoder
 from modeling.feature_tagger import FeatureTagger
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.pretrainer import BertPretrainer
 from modeling.span_model import BertSpanModel
 from modeling.token_tagger import BertTokenTagger
+from network.encoder import BertEncoder
 from tests.fixtures import tiny_config
 from tests.modeling import harness
 

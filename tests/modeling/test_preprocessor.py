@@ -10,7 +10,7 @@ from absl.testing import parameterized
 
 from data_prep.corpora.assets import minilm_dir
 from modeling import BertPreprocessor, load_preprocessor, load_tokenizer
-from modeling.config import ConfigError
+from network.config import ConfigError
 from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import VOCAB, tiny_folder
 from text.sentence_pairs import pack_ids
@@ -193,7 +193,7 @@ class DefaultSequenceLengthTest(TestCase):
     positions: a model of 64 positions packs 64, so a run folder exports with no length given."""
 
     def test_128_or_the_models_positions(self):
-        from modeling.config import BertConfig
+        from network.config import BertConfig
         from modeling.preprocessor import default_sequence_length
         small = BertConfig(vocab_size=10, max_position_embeddings=64)
         large = BertConfig(vocab_size=10, max_position_embeddings=512)
@@ -201,7 +201,7 @@ class DefaultSequenceLengthTest(TestCase):
                          (64, 128))
 
     def test_an_export_without_a_length_takes_the_models_default(self):
-        from tasks.model_exports import export_model
+        from export.model_exports import export_model
         folder = tiny_folder(self.tmp_path())  # 64 positions
         out = export_model(folder, self.tmp_path() / "hub", "tf_hub", sequence_length=None)
         self.assertTrue((out / "encoder").is_dir())

@@ -10,8 +10,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import modeling
-from modeling.config import ConfigError
 from modeling.text_embedder import BertTextEmbedder, cosine_similarity
+from network.config import ConfigError
 from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from tests.reference_python import minilm_or_skip

@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertClassifier, BertSpanModel, BertTokenTagger, load_preprocessor
-from modeling.optimization import BertAdamW, WarmupLinearDecay
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.sentence_pairs import pack_ids
 from training.configs import OptimizationConfig
+from training.optimization import BertAdamW, WarmupLinearDecay
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot", "the film is great",
          "the plot was dull", "fine acting", "a boring film"]

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import keras
 
-from modeling.checkpoints import export_google_checkpoint
-from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from network.checkpoints import export_google_checkpoint
+from network.config import BertConfig
+from network.encoder import BertEncoder
 from tests.fixtures import TINY_CONFIG, TestCase, write_tiny_config
 
 WORDS = ["the", "a", "film", "fine", "dull", "great", "boring", "plot", "acting", "is", "was",

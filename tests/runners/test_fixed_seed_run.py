@@ -30,7 +30,7 @@ import pytest
 import tensorflow as tf
 
 from evaluation.results import read_eval_results
-from tasks.model_exports import export_model
+from export.model_exports import export_model
 from tests.fixtures import GOLDEN, TestCase, run_main, write_tiny_config
 
 pytestmark = pytest.mark.slow

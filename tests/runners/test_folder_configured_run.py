@@ -20,8 +20,8 @@ class FolderConfiguredRunTest(TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        from modeling.checkpoints.writing import export_huggingface
-        from modeling.config import BertConfig
+        from network.checkpoints.writing import export_huggingface
+        from network.config import BertConfig
         from modeling.pretrainer import BertPretrainer
 
         cls.root = cls.class_folder()

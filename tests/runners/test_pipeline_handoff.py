@@ -79,8 +79,9 @@ def _run_pipeline(folder: Path) -> tuple[Path, Path, str]:
 
 
 def _checkpoint_variables(folder, model_class: str) -> list[str]:
-    from modeling import encoder, pretrainer
-    from modeling.config import BertConfig
+    from modeling import pretrainer
+    from network import encoder
+    from network.config import BertConfig
 
     config = BertConfig.from_json_file(folder / "bert_config.json")
     model = {"encoder": encoder.BertEncoder, "pretrainer": pretrainer.BertPretrainer}[model_class]
@@ -128,9 +129,9 @@ class PipelineHandoffTest(TestCase):
             self.assertStartsWith(name, "output_")
 
     def test_features_from_a_checkpoint_prefix(self):
-        from modeling.checkpoints import load_weights
-        from modeling.config import BertConfig
-        from modeling.encoder import BertEncoder
+        from network.checkpoints import load_weights
+        from network.config import BertConfig
+        from network.encoder import BertEncoder
         from text.sentence_pairs import pack
         from text.tokenization import FullTokenizer
 

@@ -72,9 +72,9 @@ def _write_assets(folder: Path) -> Path:
 
 def _write_checkpoint(assets: Path):
     """A random 4-block encoder saved as this project's checkpoint (Table 7 needs 4 blocks)."""
-    from modeling.checkpoints import save_checkpoint
-    from modeling.config import BertConfig
-    from modeling.encoder import BertEncoder
+    from network.checkpoints import save_checkpoint
+    from network.config import BertConfig
+    from network.encoder import BertEncoder
 
     config_path = write_tiny_config(assets / "bert_config_4.json", vocab_size=len(VOCAB),
                                     num_hidden_layers=4)

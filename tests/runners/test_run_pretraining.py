@@ -93,8 +93,8 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         self.assertTrue(any(name.startswith("events")
                             for name in os.listdir(tmp_path / "logs" / "train")))
 
-        from modeling.checkpoints import load_weights
-        from modeling.config import BertConfig
+        from network.checkpoints import load_weights
+        from network.config import BertConfig
         from modeling.pretrainer import BertPretrainer
 
         model = BertPretrainer(BertConfig.from_json_file(tmp_path / "bert_config.json"))
@@ -243,7 +243,7 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         import run_pretraining
         from cli import runner_flags
         from core import run_folder
-        from modeling.config import BertConfig
+        from network.config import BertConfig
 
         tmp_path = self.tmp_path()
         first = subprocess.Popen(_command(self.inputs, tmp_path, num_train_steps=60,

@@ -24,11 +24,11 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from export.serving import export_classifier
+from export.serving_span import export_span_model
+from export.serving_tagging import export_tagger
 from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger,
                       export_tf_hub, load_preprocessor, load_tokenizer)
-from tasks.serving import export_classifier
-from tasks.serving_span import export_span_model
-from tasks.serving_tagging import export_tagger
 from tasks.squad import SquadTask
 from tests.fixtures import TINY_CONFIG
 from tests.modeling.tiny_folder import VOCAB, WORDS, tiny_folder

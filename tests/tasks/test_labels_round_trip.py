@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger, load_labels,
                       load_task_model)
-from modeling.config import ConfigError
+from network.config import ConfigError
 from tests.fixtures import TINY_CONFIG, TestCase
 from training import finetuning
 

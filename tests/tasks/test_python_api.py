@@ -12,8 +12,8 @@ import tensorflow as tf
 from absl import flags
 
 from evaluation.results import read_eval_results
-from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
+from network.config import BertConfig
 from tasks import classification, pretraining
 from tasks.contract import run_task
 from tasks.model_files import ModelFiles

@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
+from export.serving_span import export_span_model
 from modeling import BertSpanModel, load_tokenizer
-from tasks.serving_span import export_span_model
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
 from tests.fixtures import TestCase

@@ -25,7 +25,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from core.framework import OBJECT_GRAPH_KEY, seed_generator_states
-from modeling.checkpoints import CheckpointError
+from network.checkpoints import CheckpointError
 from tests.fixtures import REPO, TestCase, launched, write_pretraining_records, write_tiny_config
 from training import loop
 
@@ -461,7 +461,7 @@ class TrainerFaultsTest(_FaultsTestCase):
 
     def test_checkpoint_without_dropout_state_still_resumes(self):
         """Checkpoints written before the dropout state was saved resume, with fresh masks."""
-        from modeling.checkpoints import training_checkpoint
+        from network.checkpoints import training_checkpoint
 
         tmp_path = self.tmp_path()
         trainer, model, data = _trainer(keras.optimizers.SGD(learning_rate=0.01),

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.config import BertConfig
-from modeling.optimization import create_optimizer
 from modeling.pretrainer import BertPretrainer
+from network.config import BertConfig
 from tests.fixtures import TestCase
 from tests.training.test_distribution import run_python
 from tests.training.test_input_pipeline import PREDS, SEQ, write_files
 from training.distribution import get_strategy
 from training.input_pipeline import pretraining_dataset
+from training.optimization import create_optimizer
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ import keras
 import numpy as np
 from tests.training.test_training_integration import train_tiny_bert
 from training.distribution import get_strategy
-from modeling.optimization import create_optimizer
+from training.optimization import create_optimizer
 
 strategy = get_strategy("mirrored")
 report = {"replicas": strategy.num_replicas_in_sync,

@@ -1,0 +1,119 @@
+"""A task model without string ops: a SavedModel on token ids, its preprocessing beside it.
+
+A SavedModel on raw text (`export.serving`) holds tensorflow-text's ops, so
+whatever loads it must `import tensorflow_text` first, and neither XLA nor
+the TFLite converter knows those ops. TF Hub's BERT solves this with two
+SavedModels, and so do these exports:
+
+- `preprocess/`: strings -> `input_ids`, `input_mask`, `segment_ids` (int32,
+  [batch, seq]) and what maps the outputs back onto the text; the raw-text
+  model's own packing (`export.serving_preprocess`), so it needs tensorflow-text.
+- the numeric model (here): `serving_default(input_ids, input_mask,
+  segment_ids)` -> the model's float32 outputs: a classifier's `logits`
+  [batch, labels] and `probabilities` (none for a regression: `logits`
+  [batch]; a multi-label classifier's are a sigmoid each, with `predicted`
+  [batch, labels], bool, those above its threshold, as on raw text); a tagger's `logits` and `probabilities` [batch, seq, labels];
+  a span model's `start_logits` and `end_logits` [batch, seq]; an
+  embedder's `embedding` [batch, size] (pooled over `input_mask`, normalized
+  if the embedder normalizes); an encoder's `sequence_output` and
+  `pooled_output`. Only TensorFlow's own ops:
+  it loads without tensorflow-text, compiles with XLA
+  (`tf.function(jit_compile=True)` around the loaded signature) and
+  converts to TFLite. Ids are int32 as TF Hub's; any sequence length up to
+  the model's `max_position_embeddings`.
+
+An int8-quantized model is traced with the plain int8 product
+(`network.quantization.portable_tracing`): XLA compiles it to an int8 dot
+and it needs no oneDNN where it loads, but outside XLA TensorFlow runs it on
+a slow generic kernel, so serve it compiled (`jit_compile=True`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from core.framework import frozen_function
+from core.record_schema import ENCODER_INPUTS
+from core.saved_models import KerasCall
+from modeling.classifier import BertClassifier
+from modeling.multiple_choice import BertMultipleChoice
+from modeling.text_embedder import BertTextEmbedder
+from modeling.token_tagger import BertTokenTagger
+from network.quantization import portable_tracing
+
+class NumericServing(tf.Module):
+    """`serve(input_ids, input_mask, segment_ids)` -> the model's float32 outputs, by name."""
+
+    def __init__(self, model):
+        super().__init__(name="numeric_serving")
+        self._model = KerasCall(model)
+        self.model_weights = list(model.weights)
+        self._probabilities = isinstance(model, (BertClassifier, BertTokenTagger)) and (
+            model.num_labels > 1)
+        # A multi-label classifier: a sigmoid per label, and the labels above its threshold.
+        self._threshold = model.threshold if getattr(model, "multi_label", False) else None
+        self._single_output = "embedding" if isinstance(model, BertTextEmbedder) else "logits"
+        # A pair read in both orders, or a question's choices: [batch, rows, seq].
+        rank = 3 if getattr(model, "both_orders", False) or isinstance(
+            model, BertMultipleChoice) else 2
+        specs = {name: tf.TensorSpec([None] * rank, tf.int32, name=name)
+                 for name in ENCODER_INPUTS}
+        with portable_tracing(model):
+            self.serve = tf.function(self._serve).get_concrete_function(**specs)
+
+    def _serve(self, **features: tf.Tensor) -> dict[str, tf.Tensor]:
+        outputs = self._model(features, training=False)
+        if not isinstance(outputs, dict):
+            outputs = {self._single_output: outputs}
+        outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()
+                   if isinstance(value, tf.Tensor)}
+        if self._threshold is not None:
+            outputs["probabilities"] = tf.sigmoid(outputs["logits"])
+            outputs["predicted"] = outputs["probabilities"] > self._threshold
+        elif self._probabilities:
+            outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
+        return outputs
+
+
+def save_numeric(model, folder: str) -> NumericServing:
+    """Writes the numeric SavedModel to `folder` (inside an export's staging folder)."""
+    module = NumericServing(model)
+    tf.saved_model.save(module, folder, signatures={"serving_default": module.serve})
+    return module
+
+
+def tflite_model(module: NumericServing) -> bytes:
+    """The numeric signature as a TFLite flat buffer, TFLite's built-in ops only.
+
+    The variables are frozen first (`core.framework.frozen_function`); the
+    signature keeps the SavedModel's input and output names.
+    """
+    frozen = frozen_function(module.serve)
+    names = [tensor.name.split(":")[0] for tensor in frozen.inputs]
+    specs = {spec.name: spec for spec in module.serve.structured_input_signature[1].values()}
+
+    def serve(**features: tf.Tensor) -> dict[str, tf.Tensor]:
+        flat = frozen(*[features[name] for name in names])
+        return tf.nest.pack_sequence_as(module.serve.structured_outputs, flat)
+
+    holder = tf.Module()
+    holder.serve = tf.function(serve).get_concrete_function(**specs)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([holder.serve], holder)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    return converter.convert()
+
+
+def write_tflite(module: NumericServing, path: str | os.PathLike) -> None:
+    """Writes `tflite_model(module)` to `path` (inside an export's staging folder).
+
+    A failed write is raised naming `path` (Python's own error names no
+    file), so a full disk is reported by the file the user would have had.
+    """
+    content = tflite_model(module)
+    try:
+        with open(path, "wb") as writer:
+            writer.write(content)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, os.fspath(path)) from error

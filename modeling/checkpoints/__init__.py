@@ -1,9 +1,0 @@
-"""Checkpoints in and out: Google TF1, Hugging Face safetensors, and this project's own."""
-
-from modeling.checkpoints.loading import LoadReport, load_weights
-from modeling.checkpoints.readers import CheckpointError, read_checkpoint
-from modeling.checkpoints.writing import (export_google_checkpoint, export_huggingface,
-                                          save_checkpoint, training_checkpoint)
-
-__all__ = ["CheckpointError", "LoadReport", "export_google_checkpoint", "export_huggingface",
-           "load_weights", "read_checkpoint", "save_checkpoint", "training_checkpoint"]

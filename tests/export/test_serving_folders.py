@@ -1,0 +1,232 @@
+"""export_model.py's serving formats from a runner's folder: a fine-tuned classifier on ids, in
+TF Serving's layout, compiled by XLA, in TFLite, in int8; and every bad request refused before
+anything is written (every kind's tf_serving export: test_serving_preprocess.py).
+
+One tiny classifier folder is exported once per format for the class; each
+test reads those exports as a user would.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling.classifier import BertClassifier
+from network.checkpoints import export_google_checkpoint
+from network.config import BertConfig
+from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
+from tests.modeling.tiny_folder import tiny_folder
+
+TEXTS = ["the film was unbelievable", "a dull plot", "", "john lives in paris ! the cat sat"]
+SECONDS = ["a fine film", "", "the acting", "boring"]
+SEQUENCE_LENGTH = 16
+LABELS = ["negative", "neutral", "positive"]
+# int8 against float32, as tests/network/test_quantization.py measured it on the tiny model:
+# every output within 3% of the largest.
+_INT8_RTOL = 0.03
+_XLA_ATOL = 1e-5  # XLA fuses and reorders float32 sums
+_TFLITE_ATOL = 1e-4  # the issue's bar for TFLite against the SavedModel
+
+# Run by a fresh interpreter: the numeric model alone, never tensorflow_text.
+_NUMERIC_USER = """
+import sys
+import numpy as np
+import tensorflow as tf
+
+folder, inputs, out = sys.argv[1:4]
+model = tf.saved_model.load(folder).signatures["serving_default"]
+ids = np.load(inputs)
+outputs = model(**{name: tf.constant(ids[name]) for name in ids.files})
+assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
+np.savez(out, **{name: value.numpy() for name, value in outputs.items()})
+"""
+
+
+def _export(source: Path, out: Path, *flags: str) -> Path:
+    run_main("export_model.py", {"source": source, "output_dir": out,
+                                 "sequence_length": SEQUENCE_LENGTH,
+                                 **dict(flag.split("=", 1) for flag in flags)})
+    return out
+
+
+class _Numeric:
+    """The numeric SavedModel's signature, its loaded object kept alive beside it."""
+
+    def __init__(self, folder: Path):
+        self.loaded = tf.saved_model.load(str(folder))
+        self.signature = self.loaded.signatures["serving_default"]
+
+    def __call__(self, **ids) -> dict:
+        return self.signature(**ids)
+
+
+class ClassifierExportTest(TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = cls.class_folder()
+        cls.source = tiny_folder(cls.root, "sentiment")
+        keras.utils.set_random_seed(3)
+        # Large weights, so logits are of order 1 and the tolerances below mean something.
+        model = BertClassifier(BertConfig.from_dict({**TINY_CONFIG, "initializer_range": 0.5}),
+                               num_labels=len(LABELS))
+        export_google_checkpoint(model, cls.source / "bert_model.ckpt")
+        (cls.source / "labels.txt").write_text("".join(f"{label}\n" for label in LABELS))
+        cls.float = _export(cls.source, cls.root / "float", "format=tf_serving")
+        cls.int8 = _export(cls.source, cls.root / "int8", "format=tf_serving", "quantize=int8")
+        cls.lite = _export(cls.source, cls.root / "lite", "format=tflite")
+        preprocess = tf.saved_model.load(str(cls.float / "preprocess"))
+        cls.ids = {name: value.numpy() for name, value in
+                   preprocess.signatures["serving_default"](text_a=tf.constant(TEXTS)).items()}
+
+    def _float_outputs(self) -> dict:
+        return {name: value.numpy() for name, value in
+                _Numeric(self.float / "model" / "1")(**self.ids).items()}
+
+    def test_saved_model_layout_is_tf_servings(self):
+        self.assertEqual(sorted(path.name for path in self.float.iterdir()),
+                         ["export_owner.json", "labels.txt", "model", "preprocess", "raw_text"])
+        self.assertEqual([path.name for path in (self.float / "model").iterdir()], ["1"])
+        self.assertTrue((self.float / "model" / "1" / "saved_model.pb").is_file())
+        self.assertTrue((self.float / "model" / "1" / "variables" / "variables.index").is_file())
+        self.assertEqual((self.float / "labels.txt").read_text().split(), LABELS)
+
+    def test_preprocess_then_numeric_is_the_raw_text_model(self):
+        raw = tf.saved_model.load(str(self.float / "raw_text"))
+        preprocess = tf.saved_model.load(str(self.float / "preprocess"))
+        numeric = _Numeric(self.float / "model" / "1")
+        for name, texts in (("serve_single", {"text_a": TEXTS}),
+                            ("serve_pair", {"text_a": TEXTS, "text_b": SECONDS})):
+            texts = {key: tf.constant(value) for key, value in texts.items()}
+            ids = preprocess.signatures[name](**texts)
+            self.assertEqual(sorted(ids), ["input_ids", "input_mask", "segment_ids"])
+            self.assertEqual(ids["input_ids"].dtype, tf.int32)
+            expected = raw.signatures[name](**texts)["probabilities"]
+            self.assertAllClose(numeric(**ids)["probabilities"], expected, atol=1e-6, rtol=0)
+        self.assertEqual(self.ids["input_ids"].shape[0], len(TEXTS))
+
+    @pytest.mark.slow
+    def test_numeric_model_runs_without_tensorflow_text(self):
+        inputs, out = self.root / "ids.npz", self.root / "served.npz"
+        np.savez(inputs, **self.ids)
+        subprocess.run([sys.executable, "-c", _NUMERIC_USER, str(self.float / "model" / "1"),
+                        str(inputs), str(out)], check=True, cwd=self.root,
+                       env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"})
+        served, expected = np.load(out), self._float_outputs()
+        self.assertEqual(sorted(served.files), ["logits", "probabilities"])
+        for name in served.files:
+            self.assertAllClose(served[name], expected[name], atol=1e-6, rtol=0)
+
+    def test_xla_compiles_the_numeric_signature(self):
+        for folder in (self.float, self.int8):
+            signature = _Numeric(folder / "model" / "1")
+            compiled = tf.function(lambda **ids: signature(**ids), jit_compile=True)
+            plain = signature(**self.ids)["logits"]
+            self.assertAllClose(compiled(**self.ids)["logits"], plain, atol=_XLA_ATOL, rtol=0)
+
+    def test_tflite_gives_the_saved_models_logits(self):
+        interpreter = tf.lite.Interpreter(model_path=str(self.lite / "model.tflite"))
+        runner = interpreter.get_signature_runner("serving_default")
+        served = runner(**self.ids)
+        expected = self._float_outputs()
+        self.assertEqual(sorted(served), ["logits", "probabilities"])
+        self.assertGreater(np.abs(expected["logits"]).max(), 0.5)  # the tolerance is tight
+        self.assertAllClose(served["logits"], expected["logits"], atol=_TFLITE_ATOL, rtol=0)
+        self.assertEqual(sorted(path.name for path in self.lite.iterdir()),
+                         ["export_owner.json", "labels.txt", "model.tflite", "preprocess"])
+
+    @pytest.mark.slow
+    def test_a_file_size_limit_ends_in_one_line_naming_the_file(self):
+        out = self.root / "limited"
+        limited = subprocess.run(
+            launched([sys.executable, str(REPO / "export_model.py"), f"--source={self.source}",
+                      "--format=tflite", f"--output_dir={out}",
+                      f"--sequence_length={SEQUENCE_LENGTH}"], file_size_limit=20_000),
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        self.assertEqual(limited.returncode, 1, limited.stderr)
+        self.assertNotIn("Traceback", limited.stderr)
+        self.assertRegex(limited.stderr.strip().splitlines()[-1],
+                         rf"^export_model\.py: error: cannot write {re.escape(str(out))}/"
+                         r"model\.tflite: the file would exceed this process' file-size limit")
+        self.assertFalse(out.exists())
+        self.assertEqual([path.name for path in self.root.iterdir() if path.name.startswith(".")],
+                         [])
+
+    def test_int8_export_holds_int8_kernels_and_stays_close(self):
+        dtypes = tf.train.load_checkpoint(
+            str(self.int8 / "model" / "1" / "variables" / "variables")
+        ).get_variable_to_dtype_map()
+        int8_kernels = [name for name, dtype in dtypes.items() if dtype == tf.int8]
+        # Two blocks of six projections, the pooler and the classifier.
+        self.assertLen(int8_kernels, 2 * 6 + 2)
+        float_dtypes = {dtype for name, dtype in
+                        tf.train.load_checkpoint(str(self.float / "model" / "1" / "variables" /
+                                                     "variables")).get_variable_to_dtype_map()
+                        .items()}
+        self.assertNotIn(tf.int8, float_dtypes)
+        quantized = _Numeric(self.int8 / "model" / "1")(**self.ids)["logits"].numpy()
+        expected = self._float_outputs()["logits"]
+        self.assertLessEqual(np.abs(quantized - expected).max(),
+                             _INT8_RTOL * np.abs(expected).max())
+        self.assertFalse(np.array_equal(quantized, expected))  # int8 really ran
+
+
+class ClassifierExportRefusalTest(TestCase):
+    """Each refusal is one line naming the flag, and leaves no output."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = cls.class_folder()
+        cls.encoder_only = tiny_folder(cls.root, "pretrained")
+
+    def _refused(self, pattern: str, **flags) -> None:
+        out = self.root / "out"
+        with self.assertRaisesRegex(ValueError, pattern) as caught:
+            run_main("export_model.py", {"source": self.encoder_only, "output_dir": out,
+                                         "sequence_length": SEQUENCE_LENGTH, **flags})
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertFalse(out.exists())
+
+    def test_int8_only_for_savedmodel_formats(self):
+        for format_name in ("google", "huggingface", "tflite"):
+            self._refused(rf"^--quantize='int8' exports int8 SavedModels; the '{format_name}' "
+                          r"format writes .*, so leave --quantize unset for it$",
+                          format=format_name, quantize="int8")
+
+    def test_unknown_quantization_mode(self):
+        self._refused(r"^--quantize must be 'int8' \(or unset\), got 'int4'$",
+                      format="tf_serving", quantize="int4")
+
+    def test_serving_version(self):
+        self._refused(r"^--serving_version must be a positive integer, got 0",
+                      format="tf_serving", serving_version=0)
+        self._refused(r"^--serving_version applies to --format=tf_serving, not --format=tflite$",
+                      format="tflite", serving_version=2)
+
+    def test_a_pretrained_encoder_has_no_serving_export(self):
+        for format_name in ("tf_serving", "tflite"):
+            self._refused(r"^a BertPretrainer has no SavedModel on raw text: export a "
+                          r"fine-tuned classifier, tagger or span model, or an embedder",
+                          format=format_name)
+
+    def test_a_folder_of_the_users_is_kept(self):
+        out = self.root / "mine"
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        with self.assertRaisesRegex(ValueError, r"^--output_dir .* holds files no export wrote"):
+            run_main("export_model.py", {"source": self.encoder_only, "output_dir": out,
+                                         "format": "tf_serving"})
+        self.assertEqual([path.name for path in out.iterdir()], ["notes.txt"])
+
+
+if __name__ == "__main__":
+    tf.test.main()
