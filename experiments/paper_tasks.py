@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     plan = Plan(glue_dir, minilm_dir(), cache_for(args.cache_dir))
     waiting = list(plan.ready())
     print(f"{len(waiting)} runs can start now (more once each sweep has chosen its rate); "
-          f"cache {cache.root}", flush=True)
+          f"cache {plan.cache.root}", flush=True)
     if waiting and not args.yes and input("Proceed? [y/N] ").strip().lower() not in ("y", "yes"):
         sys.exit(f"{PROGRAM}: not confirmed, nothing was started")
     run_queue(plan, args.workers)
