@@ -255,7 +255,8 @@ def run_job(job: Job, cache: Cache, runner: Runner, threads: int | None = None) 
                          json.dumps({**job.model, "vocab_size": vocab_size}, indent=2) + "\n")
     arguments = cache.command(job)
     write_atomically(folder / "command.txt", shlex.join(["python", *arguments]) + "\n")
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # Unbuffered: the log shows each progress line as it is printed.
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     if threads:
         environment.update(TF_NUM_INTRAOP_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     print(f"$ python {shlex.join(arguments)}", flush=True)
