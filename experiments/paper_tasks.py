@@ -137,6 +137,9 @@ def subset_folder(folder: Path, size: int, root: Path) -> Path:
     if (target / "train.tsv").is_file():
         return target
     lines = (folder / "train.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    if size >= len(lines) - 1:
+        raise ValueError(f"{folder / 'train.tsv'}: {len(lines) - 1} rows, no fewer than the "
+                         f"{size} to sample")
     rows = sorted(random.Random(SEED).sample(range(1, len(lines)), size))
     for name in sorted(os.listdir(folder)):
         if name != "train.tsv":
