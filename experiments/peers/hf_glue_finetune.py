@@ -14,7 +14,10 @@ and padded to it, the training set read as one stream of reshuffled passes
 cut into whole batches (floor(N x epochs / batch) updates), AdamW (weight
 decay 0.01 off biases and LayerNorm, epsilon 1e-6), gradients clipped at
 global norm 1.0, linear warmup over the first `warmup_proportion` of the
-updates then linear decay to 0. `bias_correction` false is the original
+updates, then the original's linear decay, counted from update 0 (so the
+rate just after warmup is 0.9 of the peak; `get_linear_schedule_with_warmup`
+counts it from the end of warmup, every later rate 1/0.9 of the original's).
+`bias_correction` false is the original
 BERT optimizer (Adam's moments without bias correction, as
 pytorch-pretrained-bert's BertAdam), true is PyTorch's `torch.optim.AdamW`.
 
@@ -80,6 +83,15 @@ def batch_order(examples: int, epochs: float, batch: int, seed: int) -> list[lis
     return [stream[start:start + batch] for start in range(0, updates * batch, batch)]
 
 
+def original_schedule(updates: int, warmup_proportion: float):
+    """The rate's factor at each update: warmup, then decay measured from update 0 (BERT's)."""
+    warmup = int(updates * warmup_proportion)
+
+    def factor(step: int) -> float:
+        return step / warmup if step < warmup else max(0.0, 1.0 - step / updates)
+    return factor
+
+
 def encode(tokenizer, texts: dict, rows: list[int], length: int) -> dict:
     first = [texts["a"][i] for i in rows]
     second = None if texts["b"] is None else [texts["b"][i] for i in rows]
@@ -93,8 +105,8 @@ def train(model, tokenizer, request: dict) -> list[list[float]]:
     batches = batch_order(len(data["a"]), request["epochs"], request["batch_size"],
                           request["seed"])
     optimizer = optimizer_for(model, request)
-    schedule = transformers.get_linear_schedule_with_warmup(
-        optimizer, int(len(batches) * request["warmup_proportion"]), len(batches))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, original_schedule(len(batches), request["warmup_proportion"]))
     model.train()
     curve, started = [], time.monotonic()
     for update, rows in enumerate(batches, start=1):
