@@ -138,11 +138,64 @@ def cell_details(cell: dict) -> list[str]:
     return lines + ["", f"Data (sha256): {files}", ""]
 
 
+NOTES = """\
+- Protocol (the paper's Section 4.1 and Appendix A.3): batch 32, 3 epochs, length 128, AdamW
+  (weight decay 0.01, epsilon 1e-6), linear warmup over 10% of the updates and the original's
+  linear decay, gradients clipped at norm 1.0, dropout 0.1. The rate is chosen on dev by one
+  `run_classifier.py` sweep over {5e-5, 4e-5, 3e-5, 2e-5} with seed 12345; the mean and spread
+  are over three fresh seeds (12346-12348) at that rate, so that the sweep's winning run, chosen
+  for its dev score, is not among them. PyTorch (`BertForSequenceClassification` from the same
+  folder, `experiments.glue_peer`) takes the same rate and seeds, the same examples (read by
+  the project's reader) and the same metrics; its optimizer and schedule are written to match
+  (`experiments/peers/hf_glue_finetune.py`).
+- Dev-selected: of the three seeds, the one with the best dev score (`sweep_results.tsv`'s
+  chosen run), as the paper selects restarts; its test predictions are the `--do_predict`
+  submission. ⚠ marks a run the runner flagged as degenerate (within a point of the majority
+  class, or 3 points below its sweep's best).
+- ours − PyTorch compares the means of the first metric; "beyond noise" when the difference
+  exceeds twice its standard error over the seeds (3 each, so a rough test).
+- Metrics are the paper's (Table 1 reports MRPC's F1 and STS-B's Spearman) under the names of
+  `eval_results.txt`. The paper's BERT-BASE figures are test-server scores of a model five times
+  larger, shown for scale only.
+- WNLI: the paper excludes it from its GLUE average (Appendix B.1): the GLUE site notes problems
+  in its construction (its dev set reuses training sentences with the opposite label), and every
+  system submitted then scored below the 65.1 test accuracy of the majority class, which is what
+  BERT submitted (`run_classifier.py --wnli_majority_class`). Compare its row with the majority
+  class column.
+"""
+
+
+def times(summary: dict) -> list[str]:
+    """Wall and CPU time per side, and training examples per CPU-second of the seeds' jobs."""
+    lines = ["| task, optimizer | ours: wall / CPU h (seeds) | ours: examples / CPU s | "
+             "PyTorch: wall / CPU h | PyTorch: examples / CPU s | sweep: wall / CPU h |",
+             "|---|---|---|---|---|---|"]
+    for cell in summary["cells"]:
+        ours, peer, sweep = cell.get("ours") or {}, cell.get("pytorch") or {}, cell["sweep"]
+        trained = (ours.get("examples") or sweep.get("examples") or {}).get("train", [0])[0] * 9
+        lines.append("| " + " | ".join([cell_name(cell), *_time(ours, trained),
+                                        *_time(peer, trained), _time(sweep, 0)[0]]) + " |")
+    return lines
+
+
+def _time(side: dict, trained: int) -> tuple[str, str]:
+    """'wall / CPU' hours and examples per CPU-second (3 runs x 3 epochs of `trained` / 9)."""
+    if not side.get("done") or not side.get("cpu_seconds"):
+        return "waiting", "waiting"
+    hours = f"{side['seconds'] / 3600:.2f} / {side['cpu_seconds'] / 3600:.2f}"
+    return hours, f"{trained / side['cpu_seconds']:.1f}" if trained else "n/a"
+
+
 def markdown(summary: dict, plot_name: str) -> str:
     machine = summary["machine"]
     lines = [BEGIN, "", "## GLUE dev, all-MiniLM-L6-v2, `run_classifier.py` beside Hugging Face "
              "PyTorch", "", *main_table(summary), "", f"![GLUE rows]({plot_name})", "",
-             "## Each cell's runs", ""]
+             NOTES, "## Time", "", "CPU time is user + system of each job and the processes it "
+             "waited for; the machine was shared with other work, at the lowest priority, one "
+             "core per run, so wall time says little. Examples per CPU-second count the "
+             "training examples of the three seeds' runs (3 epochs each) over the whole job "
+             "(start-up, compilation, evaluation and test predictions included).", "",
+             *times(summary), "", "## Each cell's runs", ""]
     for cell in summary["cells"]:
         lines += cell_details(cell)
     lines += ["## Machine", "", *(f"- {key}: {value}" for key, value in machine.items()), "", END]

@@ -119,6 +119,9 @@ class PaperTasksRenderTest(TestCase):
         waiting = next(line for line in text.splitlines() if line.startswith("| RTE"))
         self.assertIn("| sweeping | waiting |", waiting)
         self.assertIn("wall 1.00 h, CPU 1.50 h; train: 3,667 examples, 0 truncated", text)
+        # 3 seeds x 3 epochs x 3,667 examples in 5,400 CPU seconds, both sides.
+        self.assertIn("| MRPC, original optimizer | 1.00 / 1.50 | 6.1 | 1.00 / 1.50 | 6.1 | "
+                      "1.00 / 1.50 |", text)
 
     def test_redrawing_keeps_the_other_sections_of_the_file(self):
         output = self.tmp_path()
