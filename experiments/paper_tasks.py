@@ -56,10 +56,6 @@ class Cell:
     max_seq_length: int = 128
     train_subset: int | None = None
 
-    @property
-    def name(self) -> str:
-        return f"{self.task} ({'bias-corrected Adam' if self.bias_correction else 'original'})"
-
 
 CELLS = (Cell("MRPC"), Cell("RTE"), Cell("MRPC", True), Cell("RTE", True), Cell("STS-B"),
          Cell("CoLA", max_seq_length=64), Cell("WNLI"),

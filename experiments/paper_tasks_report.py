@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import subprocess
+from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -116,8 +117,6 @@ def machine(torch_python: str) -> dict[str, str]:
         key, _, value = line.partition(":")
         if key.strip() in ("Model name", "CPU(s)", "Flags"):
             info[key.strip()] = value.strip()
-    from importlib import metadata
-
     for package in ("tensorflow", "keras", "tensorflow-text"):
         info[package] = metadata.version(package)
     if Path(torch_python).is_file():

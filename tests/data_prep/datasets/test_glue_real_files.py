@@ -12,11 +12,13 @@ import itertools
 import os
 from pathlib import Path
 
+import pytest
 from absl.testing import parameterized
 
 from data_prep.datasets.glue import get_processor
 from tests.fixtures import REPO, TestCase
 
+pytestmark = pytest.mark.assets
 SHARED = Path(os.environ.get("BERT_SHARED_DATA", REPO.parent / "shared" / "data"))
 ROWS = 120  # lines read from the head of each file
 HEADERLESS = {("CoLA", "train.tsv"), ("CoLA", "dev.tsv")}
