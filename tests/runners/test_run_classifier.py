@@ -97,7 +97,12 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def test_sst2_learns_and_writes_everything(self):
         sst2, tmp_path = self.sst2, self.tmp_path()
-        run_main("run_classifier.py", _arguments(sst2, tmp_path))
+        with self.assertLogs(level="INFO") as logs:
+            run_main("run_classifier.py", _arguments(sst2, tmp_path))
+        counts = [line for line in logs.output if " examples" in line]
+        self.assertRegex(counts[0], r"train\.tsv: read \d+ examples, skipped 0 rows")
+        self.assertTrue(any(re.search(r"train: \d+ examples, \d+ of them truncated to \d+ tokens",
+                                      line) for line in counts), counts)
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertGreaterEqual(results["eval_accuracy"], 0.9)
         self.assertBetween(results["eval_majority_class_accuracy"], 0.5, 0.8)
