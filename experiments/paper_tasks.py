@@ -196,15 +196,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     if missing:
         sys.exit(f"{PROGRAM}: error: --glue_dir={glue_dir} lacks {', '.join(missing)} "
                  "(expected the GLUE download's layout: <glue_dir>/<TASK>/train.tsv)")
-    plan = Plan(glue_dir, minilm_dir(), cache_for(args.cache_dir))
-    waiting = list(plan.ready())
-    print(f"{len(waiting)} runs can start now (more once each sweep has chosen its rate); "
-          f"cache {plan.cache.root}", flush=True)
-    if waiting and not args.yes and input("Proceed? [y/N] ").strip().lower() not in ("y", "yes"):
-        sys.exit(f"{PROGRAM}: not confirmed, nothing was started")
-    run_queue(plan, args.workers)
+    try:
+        plan = Plan(glue_dir, minilm_dir(), cache_for(args.cache_dir))
+        waiting = list(plan.ready())
+        print(f"{len(waiting)} runs can start now (more once each sweep has chosen its rate); "
+              f"cache {plan.cache.root}", flush=True)
+        if waiting and not args.yes and not _confirmed():
+            sys.exit(f"{PROGRAM}: not confirmed, nothing was started (pass --yes to run "
+                     "without asking)")
+        run_queue(plan, args.workers)
+    except (ValueError, OSError, jobs.JobFailed) as error:
+        sys.exit(f"{PROGRAM}: error: {error}")
     print("Every run is done; draw the results with python -m experiments.paper_tasks_report",
           flush=True)
+
+
+def _confirmed() -> bool:
+    try:
+        return input("Proceed? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
 
 
 def cache_for(folder: str | None) -> Cache:

@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Sequence
@@ -149,13 +150,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     output = Path(args.output_dir)
-    if args.from_json:
-        summary = json.loads((output / f"{STEM}.json").read_text(encoding="utf-8"))
-    else:
-        glue_dir = Path(args.glue_dir).resolve()
-        plan = paper_tasks.Plan(glue_dir, minilm_dir(), paper_tasks.cache_for(args.cache_dir))
-        summary = collect(plan, glue_dir, args.torch_python)
-        write_atomically(output / f"{STEM}.json", json.dumps(summary, indent=1) + "\n")
+    try:
+        if args.from_json:
+            summary = json.loads((output / f"{STEM}.json").read_text(encoding="utf-8"))
+        else:
+            glue_dir = Path(args.glue_dir).resolve()
+            plan = paper_tasks.Plan(glue_dir, minilm_dir(), paper_tasks.cache_for(args.cache_dir))
+            summary = collect(plan, glue_dir, args.torch_python)
+            write_atomically(output / f"{STEM}.json", json.dumps(summary, indent=1) + "\n")
+    except (ValueError, OSError) as error:
+        sys.exit(f"python -m experiments.paper_tasks_report: error: {error}")
     for path in paper_tasks_render.render(summary, output, STEM):
         print(f"Wrote {path}")
 

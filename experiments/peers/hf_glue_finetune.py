@@ -100,10 +100,16 @@ def encode(tokenizer, texts: dict, rows: list[int], length: int) -> dict:
 
 
 def train(model, tokenizer, request: dict) -> list[list[float]]:
-    """Fine-tunes `model` in place; returns [update, loss] every 50 updates (and the last)."""
+    """Fine-tunes `model` in place; returns [update, loss] every 50 updates (and the last).
+
+    A request's `batches` (rows of each update, in order) replace the shuffled
+    stream, and every update's loss is returned: `experiments.glue_step_check`
+    compares them with ours update by update.
+    """
     data, regression = request["train"], request["labels"] is None
-    batches = batch_order(len(data["a"]), request["epochs"], request["batch_size"],
-                          request["seed"])
+    batches = request.get("batches") or batch_order(
+        len(data["a"]), request["epochs"], request["batch_size"], request["seed"])
+    every = 1 if request.get("batches") else 50
     optimizer = optimizer_for(model, request)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, original_schedule(len(batches), request["warmup_proportion"]))
@@ -119,7 +125,7 @@ def train(model, tokenizer, request: dict) -> list[list[float]]:
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        if update % 50 == 0 or update == len(batches):
+        if update % every == 0 or update == len(batches):
             elapsed = time.monotonic() - started
             curve.append([update, loss.item()])
             print(f"step {update}/{len(batches)}  "
@@ -145,9 +151,16 @@ def main() -> None:
     torch.manual_seed(request["seed"])
     tokenizer = transformers.BertTokenizerFast.from_pretrained(request["model_dir"])
     labels = request["labels"]
+    dropout = {} if request.get("dropout") is None else {
+        "hidden_dropout_prob": request["dropout"], "attention_probs_dropout_prob": request["dropout"]}
     model = transformers.BertForSequenceClassification.from_pretrained(
         request["model_dir"], num_labels=1 if labels is None else len(labels),
-        problem_type="regression" if labels is None else "single_label_classification")
+        problem_type="regression" if labels is None else "single_label_classification",
+        **dropout)
+    if request.get("classifier"):  # start from the same head as the model compared with
+        with torch.no_grad():
+            model.classifier.weight.copy_(torch.tensor(request["classifier"]["weight"]))
+            model.classifier.bias.copy_(torch.tensor(request["classifier"]["bias"]))
     started = time.monotonic()
     curve = train(model, tokenizer, request)
     answer = {"train_loss": curve, "train_seconds": round(time.monotonic() - started, 1),
