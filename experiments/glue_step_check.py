@@ -94,10 +94,10 @@ def pytorch(torch_python: str, model_dir: Path, labels: list[str], examples: lis
 
 def compare(args: argparse.Namespace, task: str) -> list[str]:
     """One table row per optimizer: the largest differences of losses and logits."""
-    model_dir, processor = minilm_dir(), glue.get_processor(task)
-    data_dir = str(Path(args.glue_dir) / task)
+    processor, data_dir = glue.get_processor(task), str(Path(args.glue_dir) / task)
     examples = processor.train_examples(data_dir)[:args.updates * BATCH]
     dev = processor.dev_sets(data_dir)["dev"][:DEV]
+    model_dir = minilm_dir()
     tokenizer = load_tokenizer(str(model_dir))
     train = glue.convert_examples(examples, tokenizer, LENGTH, processor.labels)
     dev_arrays = glue.convert_examples(dev, tokenizer, LENGTH, processor.labels).features
