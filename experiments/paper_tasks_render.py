@@ -153,7 +153,10 @@ NOTES = """\
   submission. ⚠ marks a run the runner flagged as degenerate (within a point of the majority
   class, or 3 points below its sweep's best).
 - ours − PyTorch compares the means of the first metric; "beyond noise" when the difference
-  exceeds twice its standard error over the seeds (3 each, so a rough test).
+  exceeds twice its standard error over the seeds (3 each, so a rough test). Seeds cannot show
+  a small defect; [`glue_step_check.md`](glue_step_check.md) can: from the same start, with
+  dropout off, both implementations give the same loss at every update and the same dev logits
+  (`python -m experiments.glue_step_check`).
 - Metrics are the paper's (Table 1 reports MRPC's F1 and STS-B's Spearman) under the names of
   `eval_results.txt`. The paper's BERT-BASE figures are test-server scores of a model five times
   larger, shown for scale only.
