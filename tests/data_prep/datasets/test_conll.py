@@ -64,6 +64,13 @@ class ConllTest(TestCase, parameterized.TestCase):
         self.assertEqual([s.source for s in sentences], [f"{path}:3", f"{path}:6", f"{path}:11"])
         self.assertEqual(read_conll(path, tag_column=1)[0].tags, ["NNP", "VBZ"])
 
+    def test_counts_of_read_and_skipped_lines_are_logged(self):
+        path = write(self.tmp_path(), CONLL)
+        with self.assertLogs("absl", "INFO") as logs:
+            read_conll(path)
+        self.assertRegex(logs.output[-1], f"{path}: read 3 sentences, 5 tokens in 2 "
+                                          "document\\(s\\); skipped 2 -DOCSTART- line\\(s\\)")
+
     def test_two_columns_under_a_four_column_docstart_without_final_blank_line(self):
         text = "-DOCSTART- -X- -X- O\nJohn B-PER\nran O\n\n\nHome O"
         sentences = read_conll(write(self.tmp_path(), text))
@@ -148,7 +155,11 @@ class ConllTest(TestCase, parameterized.TestCase):
         words[10] = "Johnson"  # two pieces: 26 sub-tokens in all
         tags = ["B-PER" if i % 3 else "O" for i in range(25)]
         sentences = [Sentence(["Paris"], ["B-LOC"], 0, "t:1"), Sentence(words, tags, 0, "t:3")]
-        windows = build_windows(sentences, tokenizer, 10, LABELS, stride=4)
+        with self.assertLogs("absl", "INFO") as logs:
+            windows = build_windows(sentences, tokenizer, 10, LABELS, stride=4)
+        self.assertRegex(logs.output[-1], "1 of 2 sentences are longer than one window "
+                                          r"\(8 sub-tokens\): read through overlapping "
+                                          "windows, none truncated; 7 windows in all")
         long_windows = [w for w in windows if w.sentence_index == 1]
         # cores start at 0, 4, ..., 20; the last one widened leftwards
         self.assertLen(long_windows, 6)
