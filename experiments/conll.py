@@ -203,17 +203,24 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, Recipe]:
     return arguments, recipe
 
 
+def record(path: Path, recipe: Recipe, row: str, seed: int, result: dict) -> None:
+    """Adds one run to the summary, read afresh: queues of other `--only` parts share it."""
+    summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}}
+    if summary.get("recipe", dataclasses.asdict(recipe)) != dataclasses.asdict(recipe):
+        raise ValueError(f"{path} holds runs of another recipe ({summary['recipe']}); give "
+                         "this one its own --cache_dir")
+    summary["recipe"] = dataclasses.asdict(recipe)
+    summary["runs"][f"{row}/{seed}"] = {"row": row, "seed": seed, **result}
+    write_atomically(path, json.dumps(summary, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv: list[str]) -> None:
     arguments, recipe = parse(argv)
-    summary_path = Path(arguments.cache_dir) / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {"runs": {}}
-    summary["recipe"] = dataclasses.asdict(recipe)
     for row, seed, thunk in queue(arguments, recipe):
         print(f"== {row}, seed {seed}", flush=True)
-        summary["runs"][f"{row}/{seed}"] = {"row": row, "seed": seed, **thunk()}
-        write_atomically(summary_path, json.dumps(summary, indent=1, sort_keys=True) + "\n")
-        print(f"   valid entity F1 {100 * summary['runs'][f'{row}/{seed}']['eval_f1']:.2f}",
-              flush=True)
+        result = thunk()
+        record(Path(arguments.cache_dir) / "summary.json", recipe, row, seed, result)
+        print(f"   valid entity F1 {100 * result['eval_f1']:.2f}", flush=True)
 
 
 if __name__ == "__main__":
