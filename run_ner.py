@@ -24,8 +24,9 @@ row of `sweep_results.tsv` (a run whose loss stops being finite is a row
 `diverged at step N`, never chosen).
 
 Inputs: `--data_dir` with `train.txt`, `valid.txt` (or `dev.txt`) and
-`test.txt` in CoNLL-2003 layout (`TOKEN POS CHUNK TAG`, or `TOKEN TAG`),
-IOB1 or IOB2 tags. Outputs in `--output_dir`: `eval_results.txt` with
+`test.txt`, or the shared task's `eng.train`, `eng.testa` and `eng.testb`,
+in CoNLL-2003 layout (`TOKEN POS CHUNK TAG`, or `TOKEN TAG`), IOB1 or IOB2
+tags. Outputs in `--output_dir`: `eval_results.txt` with
 conlleval's entity-level precision/recall/F1 (`eval_*` for valid with
 --do_eval, `test_*` for test with --do_predict, and F1 per entity type),
 `valid_predictions.txt` / `test_predictions.txt` as `TOKEN GOLD PRED`
@@ -52,7 +53,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     runner_flags.define_finetuning_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
                                          num_train_epochs=3.0, train_batch_size=32)
     flags.DEFINE_string("data_dir", None,
-                        "Folder with train.txt, valid.txt (or dev.txt), test.txt.", **into)
+                        "Folder with train.txt, valid.txt (or dev.txt), test.txt; or eng.train, "
+                        "eng.testa, eng.testb.", **into)
     flags.DEFINE_list("labels", None, "Tag set, comma-separated (default: the training file's).",
                       **into)
     flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2"],

@@ -44,7 +44,7 @@ FEATURE_WEIGHTS = "feature_tagger.weights.h5"
 class TaggingTask(FineTuningSettings):
     """The data, the tag set and the approach (what to do: the base class)."""
 
-    data_dir: str  # train.txt, valid.txt (or dev.txt), test.txt
+    data_dir: str  # train.txt, valid.txt (or dev.txt), test.txt; or eng.train/testa/testb
     labels: tuple[str, ...] | None = None  # default: the training file's tags
     tag_scheme: str = "auto"  # auto, IOB1 or IOB2
     document_context: bool = False  # fill windows with the document's neighbouring sentences

@@ -44,8 +44,10 @@ if TYPE_CHECKING:
     from text.tokenization import FullTokenizer
 
 DOCSTART = "-DOCSTART-"
-# The files of a CoNLL-2003 folder, by split (the validation file under either name).
-SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
+# The files of a CoNLL-2003 folder, by split: the names most copies use, then the shared
+# task's own (eng.testa is the validation split, eng.testb the test split).
+SPLIT_FILES = {"train": ("train.txt", "eng.train"), "valid": ("valid.txt", "dev.txt", "eng.testa"),
+               "test": ("test.txt", "eng.testb")}
 NO_LABEL = -1
 
 

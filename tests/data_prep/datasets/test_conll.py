@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.datasets.conll import (Sentence, build_windows, check_entity_tags, detect_scheme,
-                                      label_list, predictions_to_tags, read_conll,
+                                      label_list, predictions_to_tags, read_conll, read_splits,
                                       windows_to_arrays, write_conll_predictions)
 from tests.fixtures import TestCase
 from text.tag_schemes import convert_iob1_to_iob2
@@ -70,6 +70,22 @@ class ConllTest(TestCase, parameterized.TestCase):
             read_conll(path)
         self.assertRegex(logs.output[-1], f"{path}: read 3 sentences, 5 tokens in 2 "
                                           "document\\(s\\); skipped 2 -DOCSTART- line\\(s\\)")
+
+    def test_splits_under_the_shared_task_s_names_or_the_usual_ones(self):
+        folder = self.tmp_path()
+        for name in ("eng.train", "eng.testa", "eng.testb"):
+            write(folder, CONLL, name=name)
+        splits = read_splits(str(folder), ["train", "valid", "test"])
+        self.assertEqual({name: split[0].source for name, split in splits.items()},
+                         {name: f"{folder}/{file}:3" for name, file in (
+                             ("train", "eng.train"), ("valid", "eng.testa"),
+                             ("test", "eng.testb"))})
+        write(folder, CONLL, name="test.txt")  # the usual name comes first
+        self.assertEqual(read_splits(str(folder), ["test"])["test"][0].source,
+                         f"{folder}/test.txt:3")
+        with self.assertRaisesRegex(FileNotFoundError, "valid split: no file .*valid.txt or "
+                                                       ".*dev.txt or .*eng.testa"):
+            read_splits(str(self.tmp_path()), ["valid"])
 
     def test_two_columns_under_a_four_column_docstart_without_final_blank_line(self):
         text = "-DOCSTART- -X- -X- O\nJohn B-PER\nran O\n\n\nHome O"
