@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 from data_prep.corpora.assets import cache_dir
 from experiments import grid, jobs, plan, report, scales, schedule, summary, tables
+from experiments.cells import Table
 
 PROGRAM = "python -m experiments"
 
@@ -127,6 +128,19 @@ def report_only(args: argparse.Namespace) -> list[Path]:
     return written
 
 
+def build_tables(args: argparse.Namespace, scale: scales.Scale | None = None,
+                 datasets: scales.Datasets | None = None
+                 ) -> tuple[scales.Scale, Path, list[Table]]:
+    """The scale, the cache folder and the tables the arguments ask for (nothing is run)."""
+    scale = scale or dataclasses.replace(scales.SCALES[args.scale], tasks=args.builtin_tasks)
+    cache_root = Path(args.cache_dir) if args.cache_dir else cache_dir() / "experiments"
+    tasks = [task for task in args.glue_tasks.split(",") if task]
+    datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
+                                                 args.squad_dir, args.glue_train_examples)
+    builder = grid.GridBuilder(scale, datasets, args.seeds)
+    return scale, cache_root, [tables.table(name, builder) for name in args.table]
+
+
 def run(args: argparse.Namespace, command: str,
         runner: jobs.Runner = jobs.subprocess_runner, scale: scales.Scale | None = None,
         datasets: scales.Datasets | None = None, ask: Callable[[str], str] = input) -> Path:
@@ -141,16 +155,7 @@ def run(args: argparse.Namespace, command: str,
     are asked for, and each table is written as soon as its own runs are
     done, not when the whole grid is. Returns the last table's path.
     """
-    scale = scale or dataclasses.replace(scales.SCALES[args.scale], tasks=args.builtin_tasks)
-    if args.cache_dir:
-        cache_root = Path(args.cache_dir)
-    else:
-        cache_root = cache_dir() / "experiments"
-    tasks = [task for task in args.glue_tasks.split(",") if task]
-    datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
-                                                 args.squad_dir, args.glue_train_examples)
-    builder = grid.GridBuilder(scale, datasets, args.seeds)
-    built = [tables.table(name, builder) for name in args.table]
+    scale, cache_root, built = build_tables(args, scale, datasets)
     written: dict[str, Path] = {}
 
     def write_finished(results: Mapping[str, dict]) -> None:

@@ -8,6 +8,7 @@ without the exact files; every results page of the paper's tasks states both.
 from __future__ import annotations
 
 import hashlib
+import math
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -41,18 +42,18 @@ def machine(torch_python: str | None = None) -> dict[str, str]:
     return info
 
 
-def provenance_lines(command: str, seconds: Mapping[str, tuple[float, float]],
+def provenance_lines(command: str | None, seconds: Mapping[str, tuple[float, float]],
                      files: Iterable[tuple[str, str]], info: Mapping[str, str]) -> list[str]:
     """Markdown: the command, wall and CPU time per part, the machine, the data's sha256.
 
     Args:
-      command: the command that made the page's figures.
-      seconds: part name -> (wall seconds, CPU seconds).
+      command: the command that made the page's figures (None: the page shows it already).
+      seconds: part name -> (wall seconds, CPU seconds; nan where not recorded).
       files: (file name as the data's README names it, sha256).
       info: `machine()`'s answer.
     """
-    lines = ["Produced by:", "", "```bash", command, "```", "",
-             "| part | wall time | CPU time |", "|---|---|---|"]
+    lines = ["Produced by:", "", "```bash", command, "```", ""] if command else []
+    lines += ["| part | wall time | CPU time |", "|---|---|---|"]
     lines += [f"| {name} | {_duration(wall)} | {_duration(cpu)} |"
               for name, (wall, cpu) in seconds.items()]
     lines += ["", "Data (sha256, as in the data folder's SHA256SUMS):", ""]
@@ -63,6 +64,8 @@ def provenance_lines(command: str, seconds: Mapping[str, tuple[float, float]],
 
 
 def _duration(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "not recorded"
     minutes, second = divmod(round(seconds), 60)
     hours, minute = divmod(minutes, 60)
     return f"{hours} h {minute:02d} min" if hours else f"{minute} min {second:02d} s"
