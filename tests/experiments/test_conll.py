@@ -52,7 +52,7 @@ class ConllReportTest(TestCase):
     def summary(self):
         runs = [run("fine_tune", 1, 0.90), run("fine_tune", 2, 0.92), run("pytorch", 1, 0.89),
                 run("pytorch", 2, 0.91), run("last", 1, 0.80)]
-        return {"recipe": dataclasses.asdict(conll.Recipe()), "notes": ["Some notes."],
+        return {"recipe": dataclasses.asdict(conll.Recipe()),
                 "runs": {f"{r['row']}/{r['seed']}": r for r in runs}, "command": "python -m x",
                 "data": {"conll2003/train.txt": "ab12"}, "machine": {"Model name": "CPU"}}
 
@@ -73,5 +73,5 @@ class ConllReportTest(TestCase):
         folder = self.tmp_path()
         (folder / f"{conll_report.STEM}.json").write_text(json.dumps(self.summary()))
         conll_report.main(["--report_only", f"--output_dir={folder}"])
-        self.assertIn("Some notes.", (folder / f"{conll_report.STEM}.md").read_text())
+        self.assertIn("1 epoch(s), one rate (5e-05", (folder / f"{conll_report.STEM}.md").read_text())
         self.assertGreater((folder / f"{conll_report.STEM}.png").stat().st_size, 10000)
