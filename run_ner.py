@@ -14,7 +14,8 @@ are computed once per split and cached as .npy files in
 `--feature_cache_dir`; a two-layer BiLSTM (`--lstm_units`) with a linear
 classifier is trained on them with Adam (see `tasks/tagging.py`). Later runs
 that change only the classifier (learning rate, units, epochs) reuse the
-cache. The BiLSTM trains from scratch: unless `--learning_rate` or
+cache; with `--cache_all_feature_layers` the one encoder pass also caches
+the other rows' features, so a Table 7 sweep runs the encoder once. The BiLSTM trains from scratch: unless `--learning_rate` or
 `--learning_rates` is given, it uses 1e-3 rather than the fine-tuning default.
 
 Either mode takes the paper's sweep (`tasks/driver.py`): each rate of
@@ -84,6 +85,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        **into)
     flags.DEFINE_string("feature_cache_dir", None,
                         "feature_based: cached features (default: <output_dir>/features).", **into)
+    flags.DEFINE_bool("cache_all_feature_layers", False,
+                      "feature_based: where the features are computed, cache every other "
+                      "--feature_layers choice too, from the same encoder pass (Table 7's rows "
+                      "then share one pass; several times the disk).", **into)
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 

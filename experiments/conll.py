@@ -13,7 +13,8 @@ killed `run_ner.py` resumes from its last checkpoint):
    `--torch_python`), both scored on valid.txt by the project's conlleval;
 2. the feature-based rows of Table 7 (`run_ner.py --mode=feature_based`,
    one per `--feature_layers`): the frozen encoder's activations feed a
-   two-layer BiLSTM of `--lstm_units` per direction.
+   two-layer BiLSTM of `--lstm_units` per direction; the first row's
+   encoder pass caches every row's features in `<cache_dir>/features`.
 
 Each run's numbers (entity F1, precision, recall, F1 per type, wall and CPU
 seconds) go to `<cache_dir>/summary.json`, which `experiments.conll_report`
@@ -65,8 +66,12 @@ def child_cpu_seconds() -> float:
 
 
 def ours_job(data: jobs.Dataset, model: jobs.Dataset, recipe: Recipe, seed: int,
-             feature_layers: str | None = None) -> jobs.Job:
-    """`run_ner.py` on valid.txt: fine-tuning, or (with `feature_layers`) a Table 7 row."""
+             feature_layers: str | None = None, feature_cache: Path | None = None) -> jobs.Job:
+    """`run_ner.py` on valid.txt: fine-tuning, or (with `feature_layers`) a Table 7 row.
+
+    The rows share `feature_cache`, where the first row's encoder pass caches every row's
+    features.
+    """
     settings = {"do_train": True, "do_eval": True, "random_seed": seed,
                 "max_seq_length": recipe.max_seq_length, "eval_batch_size": 64,
                 "predict_batch_size": 64, "log_every": 20, "do_lower_case": True,
@@ -80,7 +85,8 @@ def ours_job(data: jobs.Dataset, model: jobs.Dataset, recipe: Recipe, seed: int,
     else:
         settings.update(mode="feature_based", feature_layers=feature_layers,
                         learning_rate=recipe.feature_learning_rate,
-                        num_train_epochs=recipe.feature_epochs, lstm_units=recipe.lstm_units)
+                        num_train_epochs=recipe.feature_epochs, lstm_units=recipe.lstm_units,
+                        feature_cache_dir=feature_cache, cache_all_feature_layers=True)
     return jobs.Job("run_ner.py", settings, {"data_dir": data, "init_checkpoint": model},
                     resumable=feature_layers is None, save_every=50,
                     # a feature run's cached activations (GBs) go once it has its scores
@@ -167,7 +173,7 @@ def queue(arguments: argparse.Namespace, recipe: Recipe):
         if index == 0 and "features" in arguments.only:
             for layers in arguments.feature_layers:
                 yield layers, seed, lambda s=seed, l=layers: run_ours(
-                    ours_job(data, model, recipe, s, l), cache)
+                    ours_job(data, model, recipe, s, l, cache.root / "features"), cache)
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, Recipe]:
