@@ -15,8 +15,9 @@ are computed once per split and cached as .npy files in
 classifier is trained on them with Adam (see `tasks/tagging.py`). Later runs
 that change only the classifier (learning rate, units, epochs) reuse the
 cache; with `--cache_all_feature_layers` the one encoder pass also caches
-the other rows' features, so a Table 7 sweep runs the encoder once. The BiLSTM trains from scratch: unless `--learning_rate` or
-`--learning_rates` is given, it uses 1e-3 rather than the fine-tuning default.
+the other rows' features, so a Table 7 sweep runs the encoder once. The
+BiLSTM trains from scratch: unless `--learning_rate` or `--learning_rates`
+is given, it uses 1e-3 rather than the fine-tuning default.
 
 Either mode takes the paper's sweep (`tasks/driver.py`): each rate of
 `--learning_rates` times `--num_restarts` is a run, scored on valid.txt

@@ -23,7 +23,10 @@ def markdown(scores: dict, stem: str) -> str:
         "then L2 normalization, 256 tokens, as the folder's sentence-transformers files say) "
         "beside `SentenceTransformer(folder).encode` on the same folder; each pair is scored "
         "by the cosine of its two vectors, and the figure is the Spearman correlation of the "
-        "cosines with the gold scores (MTEB's STSBenchmark metric).", "",
+        "cosines with the gold scores (MTEB's STSBenchmark metric). The longest of the "
+        f"{scores['sentences']} distinct sentences takes {scores['window']} tokens, so the "
+        "embedder ran with that window instead of 256: nothing is cut by either, and padding "
+        "never reaches a vector.", "",
         "| split | pairs | BertTextEmbedder | sentence-transformers | largest cosine "
         "difference |", "|---|---|---|---|---|",
         f"| dev | {dev['pairs']} | {dev['ours']:.4f} | {dev['reference']:.4f} | "
