@@ -148,6 +148,8 @@ def plot(summary: dict):
             deviation = statistics.stdev(values) if len(values) > 1 else 0.0
             axes.bar(index, statistics.mean(values), yerr=deviation, capsize=4,
                      color="tab:orange" if row == "pytorch" else "tab:blue")
+            axes.text(index, statistics.mean(values) / 2, f"{statistics.mean(values):.1f}",
+                      ha="center", color="white", fontsize=8)
         axes.scatter([index], [PAPER.get(row, PAPER["fine_tune"])], color="red", marker="D",
                      zorder=3, label="paper (BERT-Base)" if index == 0 else None)
     axes.set_xticks(range(len(rows)), [NAMES[row].replace(", ", "\n", 1) for row in rows],
