@@ -163,6 +163,9 @@ def main(argv: list[str]) -> None:
     scores["data"] = {f"glue/STS-B/{name}": provenance.sha256(os.path.join(folder, name))
                       for name in ("dev.tsv", "test.tsv")}
     scores["machine"] = provenance.machine(arguments.torch_python)
+    scores["machine"]["sentence-transformers (reference)"] = subprocess.run(
+        [arguments.torch_python, "-c", "import sentence_transformers as s; print(s.__version__)"],
+        capture_output=True, text=True, check=True).stdout.strip()
     # where this machine keeps the data and the torch environment is no part of the command
     scores["command"] = "python -m experiments.sts_embeddings " + " ".join(
         argument.replace(arguments.glue_dir, "$GLUE_DIR") for argument in argv

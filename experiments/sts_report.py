@@ -29,13 +29,13 @@ def markdown(scores: dict, stem: str) -> str:
         "never reaches a vector.", "",
         "| split | pairs | BertTextEmbedder | sentence-transformers | largest cosine "
         "difference |", "|---|---|---|---|---|",
-        f"| dev | {dev['pairs']} | {dev['ours']:.4f} | {dev['reference']:.4f} | "
+        f"| dev | {dev['pairs']} | {dev['ours']:.6f} | {dev['reference']:.6f} | "
         f"{dev['max_cosine_difference']:.1e} |",
         f"| test (unlabelled here) | {test['pairs']} | see below | see below | "
         f"{test['max_cosine_difference']:.1e} |", "",
-        f"Dev Spearman: the two agree to {gap:.1e} "
-        f"({'equal' if round(dev['ours'], 4) == round(dev['reference'], 4) else 'NOT equal'}"
-        " to 4 decimals).", "",
+        f"Dev Spearman: the two differ by {gap:.1e}, "
+        f"{'equal' if round(dev['ours'], 4) == round(dev['reference'], 4) else 'NOT equal'}"
+        " to 4 decimals.", "",
         "The GLUE download's STS-B test split carries no scores, so no test Spearman is "
         f"computed here: `{stem}_test_scores.tsv` holds, for each test pair (GLUE's "
         "`index`), the cosine of both implementations, for whoever holds the labels to score. "
