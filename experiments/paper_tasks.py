@@ -74,9 +74,19 @@ def settings(cell: Cell, rates: Sequence[float], restarts: int, seed: int,
 class Plan:
     """The jobs of every cell, given the task folders and the model."""
 
-    def __init__(self, glue_dir: Path, model_dir: Path, cache: Cache):
-        self.glue_dir, self.cache = glue_dir, cache
+    def __init__(self, glue_dir: Path, model_dir: Path, cache: Cache,
+                 fixed_rate: float | None = None, tasks: Sequence[str] | None = None):
+        self.glue_dir, self.cache, self.fixed_rate = glue_dir, cache, fixed_rate
         self.model = Dataset("init_checkpoint", (model_dir,))
+        self.cells = tuple(cell for cell in CELLS if tasks is None or cell.task in tasks)
+
+    def rate(self, cell: Cell) -> float | None:
+        """The rate the seeds run at: `fixed_rate` (a stated reduction: no sweep), or the one
+        the cell's sweep chose; None while the sweep runs."""
+        if self.fixed_rate is not None:
+            return self.fixed_rate
+        result = self.cache.result(self.sweep(cell))
+        return None if result is None else chosen_rate(result)
 
     def data(self, cell: Cell) -> Dataset:
         folder = self.glue_dir / cell.task
@@ -106,13 +116,12 @@ class Plan:
 
     def ready(self) -> Iterator[Job]:
         """Jobs not yet done whose settings are known, the most informative first."""
-        for cell in CELLS:
-            sweep = self.sweep(cell)
-            result = self.cache.result(sweep)
-            if result is None:
-                yield sweep
+        for cell in self.cells:
+            rate = self.rate(cell)
+            if rate is None:
+                yield self.sweep(cell)
                 continue
-            for job in self.seeds(cell, chosen_rate(result)):
+            for job in self.seeds(cell, rate):
                 if self.cache.result(job) is None:
                     yield job
 
@@ -181,23 +190,48 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="Runs and their results (default: <BERT_CACHE_DIR>/experiments).")
     parser.add_argument("--workers", type=int, default=2, help="Runs side by side.")
     parser.add_argument("--yes", action="store_true", help="Start without asking.")
+    add_reduction_flags(parser)
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be positive, got {args.workers}")
     if not args.glue_dir:
         parser.error("--glue_dir (or $GLUE_DIR) is required to run")
+    check_reduction_flags(parser, args)
     return args
+
+
+def add_reduction_flags(parser: argparse.ArgumentParser) -> None:
+    """The reductions a short budget may state: one rate instead of the sweep, fewer tasks."""
+    parser.add_argument("--learning_rate", type=float, default=None,
+                        help="Run the seeds at this rate with no sweep (a reduction the "
+                             "results file states); default: the paper's sweep.")
+    parser.add_argument("--tasks", default=None,
+                        help="Comma-separated tasks to run (default: every task).")
+
+
+def check_reduction_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.learning_rate is not None and not 0 < args.learning_rate < 1:
+        parser.error(f"--learning_rate must lie between 0 and 1, got {args.learning_rate:g}")
+    if args.tasks is not None:
+        args.tasks = [task.strip() for task in args.tasks.split(",") if task.strip()]
+        known = sorted({cell.task for cell in CELLS})
+        unknown = [task for task in args.tasks if task not in known]
+        if unknown or not args.tasks:
+            parser.error(f"--tasks: unknown task(s) {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(known)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     glue_dir = Path(args.glue_dir)
-    missing = [cell.task for cell in CELLS if not (glue_dir / cell.task / "train.tsv").is_file()]
+    missing = [cell.task for cell in CELLS if not (glue_dir / cell.task / "train.tsv").is_file()
+               and (args.tasks is None or cell.task in args.tasks)]
     if missing:
         sys.exit(f"{PROGRAM}: error: --glue_dir={glue_dir} lacks {', '.join(missing)} "
                  "(expected the GLUE download's layout: <glue_dir>/<TASK>/train.tsv)")
     try:
-        plan = Plan(glue_dir, minilm_dir(), cache_for(args.cache_dir))
+        plan = Plan(glue_dir, minilm_dir(), cache_for(args.cache_dir), args.learning_rate,
+                    args.tasks)
         waiting = list(plan.ready())
         print(f"{len(waiting)} runs can start now (more once each sweep has chosen its rate); "
               f"cache {plan.cache.root}", flush=True)

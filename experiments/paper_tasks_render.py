@@ -93,7 +93,8 @@ def main_table(summary: dict) -> list[str]:
     for cell in summary["cells"]:
         metrics = METRICS[cell["task"]]
         majority = (cell.get("ours") or {}).get("majority") or cell["sweep"].get("majority")
-        rate = f"{cell['rate']:g}" if "rate" in cell else "sweeping"
+        rate = ("sweeping" if "rate" not in cell else f"{cell['rate']:g}, fixed"
+                if summary.get("fixed_rate") else f"{cell['rate']:g}")
         lines.append("| " + " | ".join([
             cell_name(cell), " / ".join(SHOWN[m] for m in metrics), rate,
             " / ".join(mean_std(seed_scores(cell.get("ours"), m)) for m in metrics),
@@ -189,11 +190,20 @@ def _time(side: dict, trained: int) -> tuple[str, str]:
     return hours, f"{trained / side['cpu_seconds']:.1f}" if trained else "n/a"
 
 
+def reduction(summary: dict) -> list[str]:
+    """What these runs leave out of the protocol below, said before it."""
+    if summary.get("fixed_rate") is None:
+        return []
+    return [f"**Reduced for this machine's budget:** no sweep; every seed ran at "
+            f"{summary['fixed_rate']:g}, the rate fixed before any run, so the rate below was "
+            "not chosen on dev. Tasks without results were not run.", ""]
+
+
 def markdown(summary: dict, plot_name: str) -> str:
     machine = summary["machine"]
     lines = [BEGIN, "", "## GLUE dev, all-MiniLM-L6-v2, `run_classifier.py` beside Hugging Face "
              "PyTorch", "", *main_table(summary), "", f"![GLUE rows]({plot_name})", "",
-             NOTES, "## Time", "", "CPU time is user + system of each job and the processes it "
+             *reduction(summary), NOTES, "## Time", "", "CPU time is user + system of each job and the processes it "
              "waited for; the machine was shared with other work, at the lowest priority, one "
              "core per run, so wall time says little. Examples per CPU-second count the "
              "training examples of the three seeds' runs (3 epochs each) over the whole job "

@@ -91,7 +91,7 @@ def collect(plan: paper_tasks.Plan, glue_dir: Path, torch_python: str) -> dict:
     placeholders = {str(glue_dir): "$GLUE_DIR", str(plan.model.paths[0]): "$MINILM_DIR",
                     str(plan.cache.root / "data"): "$GLUE_DIR"}
     cells = []
-    for cell in paper_tasks.CELLS:
+    for cell in plan.cells:
         folder = glue_dir / cell.task
         entry = {"task": cell.task, "bias_correction": cell.bias_correction,
                  "max_seq_length": cell.max_seq_length, "train_subset": cell.train_subset,
@@ -99,14 +99,15 @@ def collect(plan: paper_tasks.Plan, glue_dir: Path, torch_python: str) -> dict:
                           if name.endswith(".tsv")}}
         sweep = plan.sweep(cell)
         entry["sweep"] = job_summary(plan.cache, sweep, placeholders)
-        result = plan.cache.result(sweep)
-        if result is not None:
-            entry["rate"] = paper_tasks.chosen_rate(result)
+        rate = plan.rate(cell)
+        if rate is not None:
+            entry["rate"] = rate
             ours, peer = plan.seeds(cell, entry["rate"])
             entry["ours"] = job_summary(plan.cache, ours, placeholders)
             entry["pytorch"] = job_summary(plan.cache, peer, placeholders)
         cells.append(entry)
     return {"cells": cells, "machine": machine(torch_python), "rates": list(paper_tasks.RATES),
+            "fixed_rate": plan.fixed_rate,
             "sweep_seed": paper_tasks.SEED, "seeds": paper_tasks.SEEDS}
 
 
@@ -141,7 +142,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="The torch environment the reference ran in (for its versions).")
     parser.add_argument("--from_json", action="store_true",
                         help="Read nothing but <output_dir>/paper_tasks.json and redraw.")
+    paper_tasks.add_reduction_flags(parser)
     args = parser.parse_args(argv)
+    paper_tasks.check_reduction_flags(parser, args)
     if not args.from_json and not args.glue_dir:
         parser.error("--glue_dir (or $GLUE_DIR) is required, or --from_json")
     return args
@@ -155,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             summary = json.loads((output / f"{STEM}.json").read_text(encoding="utf-8"))
         else:
             glue_dir = Path(args.glue_dir).resolve()
-            plan = paper_tasks.Plan(glue_dir, minilm_dir(), paper_tasks.cache_for(args.cache_dir))
+            plan = paper_tasks.Plan(glue_dir, minilm_dir(), paper_tasks.cache_for(args.cache_dir),
+                                    args.learning_rate, args.tasks)
             summary = collect(plan, glue_dir, args.torch_python)
             write_atomically(output / f"{STEM}.json", json.dumps(summary, indent=1) + "\n")
     except (ValueError, OSError) as error:

@@ -4,6 +4,8 @@ No fine-tuning runs here: results are written into a cache the way
 `experiments.jobs` leaves them, and the queue and report read them back.
 """
 
+import contextlib
+import io
 import json
 import math
 
@@ -62,6 +64,22 @@ class PaperTasksTest(TestCase):
         self.assertNotIn(first.key, [job.key for job in self.plan.ready()])
         self.finish(ours, {})
         self.assertEqual(list(self.plan.ready())[0].key, peer.key)
+
+    def test_a_fixed_rate_runs_the_chosen_tasks_seeds_without_a_sweep(self):
+        plan = paper_tasks.Plan(self.glue, self.plan.model.paths[0], self.plan.cache,
+                                fixed_rate=2e-5, tasks=["RTE"])
+        ready = list(plan.ready())
+        self.assertEqual([(job.tool, job.settings["adam_bias_correction"]) for job in ready],
+                         [("run_classifier.py", False), ("-m experiments.glue_peer", False),
+                          ("run_classifier.py", True), ("-m experiments.glue_peer", True)])
+        self.assertEqual({(job.settings["task_name"], job.settings["learning_rates"],
+                           job.settings["num_restarts"]) for job in ready}, {("RTE", "2e-05", 3)})
+        for flags, message in ((["--tasks=RTE,QQP"], r"unknown task\(s\) QQP"),
+                               (["--learning_rate=-1"], r"between 0 and 1, got -1")):
+            stderr = io.StringIO()
+            with self.assertRaises(SystemExit), contextlib.redirect_stderr(stderr):
+                paper_tasks.parse_args([f"--glue_dir={self.glue}", *flags])
+            self.assertRegex(stderr.getvalue(), message)
 
     def test_a_reduced_training_set_is_a_fixed_sample_of_the_real_one(self):
         source = self.glue / "SST-2"
