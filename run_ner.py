@@ -14,8 +14,10 @@ are computed once per split and cached as .npy files in
 `--feature_cache_dir`; a two-layer BiLSTM (`--lstm_units`) with a linear
 classifier is trained on them with Adam (see `tasks/tagging.py`). Later runs
 that change only the classifier (learning rate, units, epochs) reuse the
-cache. The BiLSTM trains from scratch: unless `--learning_rate` or
-`--learning_rates` is given, it uses 1e-3 rather than the fine-tuning default.
+cache; with `--cache_all_feature_layers` the one encoder pass also caches
+the other rows' features, so a Table 7 sweep runs the encoder once. The
+BiLSTM trains from scratch: unless `--learning_rate` or `--learning_rates`
+is given, it uses 1e-3 rather than the fine-tuning default.
 
 Either mode takes the paper's sweep (`tasks/driver.py`): each rate of
 `--learning_rates` times `--num_restarts` is a run, scored on valid.txt
@@ -24,8 +26,9 @@ row of `sweep_results.tsv` (a run whose loss stops being finite is a row
 `diverged at step N`, never chosen).
 
 Inputs: `--data_dir` with `train.txt`, `valid.txt` (or `dev.txt`) and
-`test.txt` in CoNLL-2003 layout (`TOKEN POS CHUNK TAG`, or `TOKEN TAG`),
-IOB1 or IOB2 tags. Outputs in `--output_dir`: `eval_results.txt` with
+`test.txt`, or the shared task's `eng.train`, `eng.testa` and `eng.testb`,
+in CoNLL-2003 layout (`TOKEN POS CHUNK TAG`, or `TOKEN TAG`), IOB1 or IOB2
+tags. Outputs in `--output_dir`: `eval_results.txt` with
 conlleval's entity-level precision/recall/F1 (`eval_*` for valid with
 --do_eval, `test_*` for test with --do_predict, and F1 per entity type),
 `valid_predictions.txt` / `test_predictions.txt` as `TOKEN GOLD PRED`
@@ -52,7 +55,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     runner_flags.define_finetuning_flags(flag_values, max_seq_length=128, learning_rate=5e-5,
                                          num_train_epochs=3.0, train_batch_size=32)
     flags.DEFINE_string("data_dir", None,
-                        "Folder with train.txt, valid.txt (or dev.txt), test.txt.", **into)
+                        "Folder with train.txt, valid.txt (or dev.txt), test.txt; or eng.train, "
+                        "eng.testa, eng.testb.", **into)
     flags.DEFINE_list("labels", None, "Tag set, comma-separated (default: the training file's).",
                       **into)
     flags.DEFINE_enum("tag_scheme", "auto", ["auto", "IOB1", "IOB2"],
@@ -82,6 +86,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        **into)
     flags.DEFINE_string("feature_cache_dir", None,
                         "feature_based: cached features (default: <output_dir>/features).", **into)
+    flags.DEFINE_bool("cache_all_feature_layers", False,
+                      "feature_based: where the features are computed, cache every other "
+                      "--feature_layers choice too, from the same encoder pass (Table 7's rows "
+                      "then share one pass; several times the disk).", **into)
     flags.adopt_module_key_flags(runner_flags, flag_values)
 
 

@@ -160,9 +160,19 @@ def comparison_table(comparisons: Sequence[Comparison], unit: str) -> str:
                            "target"], rows)
 
 
+# The instruction sets that decide which inference path is fastest on an x86 CPU.
+SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile",
+               "amx_int8", "amx_bf16")
+
+
 def machine_info(packages: Iterable[str] = ()) -> dict[str, str]:
-    """CPU model, usable cores, Python and the installed versions of `packages`."""
-    info = {"cpu": _cpu_model(), "cores": str(usable_cores()),
+    """CPU model and flags, usable cores, Python and the installed versions of `packages`."""
+    flags = cpu_flags()
+    info = {"cpu": _cpu_model(),
+            "cpu flags": (", ".join(flag for flag in SPEED_FLAGS if flag in flags) or "none")
+            + "; absent: " + (", ".join(flag for flag in SPEED_FLAGS if flag not in flags)
+                              or "none"),
+            "cores": str(usable_cores()),
             "python": platform.python_version(), "platform": platform.platform()}
     for package in packages:
         try:
@@ -181,6 +191,18 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_flags() -> set[str]:
+    """The flags of the first CPU in /proc/cpuinfo (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as reader:
+            for line in reader:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
 
 
 def usable_cores() -> int:

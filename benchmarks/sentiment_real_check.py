@@ -38,13 +38,13 @@ def ours(model_dir: Path, data_dir: Path, pretrained: bool) -> float:
 
 
 def finetune_ours(model_dir: Path, data_dir: Path, output: Path, pretrained: bool = True,
-                  export_saved_model: bool = False) -> float:
+                  export_saved_model: bool = False, epochs: float = EPOCHS) -> float:
     """Fine-tunes with `run_classifier.py` into `output` (kept); returns the dev accuracy."""
     command = [sys.executable, str(REPO / "run_classifier.py"), "--task_name=SST-2",
                f"--data_dir={data_dir}", f"--vocab_file={model_dir / 'vocab.txt'}",
                f"--bert_config_file={model_dir / 'config.json'}", f"--output_dir={output}",
                "--do_train", "--do_eval", f"--export_saved_model={export_saved_model}",
-               f"--num_train_epochs={EPOCHS}", f"--learning_rate={RATE}",
+               f"--num_train_epochs={epochs}", f"--learning_rate={RATE}",
                f"--train_batch_size={BATCH}", f"--max_seq_length={LENGTH}",
                f"--random_seed={SEED}", "--eval_batch_size=64", "--log_every=100"]
     if pretrained:

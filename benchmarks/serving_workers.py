@@ -66,7 +66,7 @@ def read_dev_set(path: str) -> tuple[list[str], list[str]]:
 
 # ----------------------------------------------------------------------------- ours
 
-def _tensorflow():
+def _tensorflow(inter_op: int = 1):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf
@@ -74,7 +74,7 @@ def _tensorflow():
     # Two threads for the ops' own work and one to run the graph, as ONNX Runtime is set:
     # TensorFlow's default of one graph thread per core would run two ops at once.
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
     return tf
 
 
@@ -88,38 +88,46 @@ def quantize_int8(model) -> str:
 
 
 def is_checkout(folder: Path) -> bool:
-    """Whether `folder` holds this project's code, whose encoder `ours_encoder` can run: in
+    """Whether `folder` holds this project's code, whose encoder these workers can run: in
     `network/`, or in `modeling/` in a checkout from before the network had a package."""
     return any((folder / package / "encoder.py").is_file() for package in ("network", "modeling"))
 
 
-def ours_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
-    """Our encoder from `folder` through one `tf.function` (XLA if `xla`), int8 if asked.
+def served_function(encoder, xla: bool = False):
+    """`encoder` as one concrete function (ids, mask, segments) -> (sequence, pooled output).
 
     The function takes any batch and length and is traced as a server traces
     its graph (`fast_paths.serving`), where the checkout has that (a baseline
     checkout may predate it).
     """
-    tf = _tensorflow()
-    from modeling import load_encoder  # the face: the same name in every checkout
+    import tensorflow as tf
 
     try:
         from network.layers import fast_paths
     except ImportError:  # a checkout from before the network had a package of its own
         from modeling.layers import fast_paths
 
-    encoder = load_encoder(spec["folder"])
-    note = quantize_int8(encoder) if spec.get("int8") else ""
     ids = tf.TensorSpec([None, None], tf.int32)
 
-    @tf.function(input_signature=[ids, ids, ids], jit_compile=spec.get("xla", False))
+    @tf.function(input_signature=[ids, ids, ids], jit_compile=xla)
     def forward(ids, mask, segments):
         outputs = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments},
                           training=False)
         return outputs["sequence_output"], outputs["pooled_output"]
 
     with getattr(fast_paths, "serving", contextlib.nullcontext)():
-        forward = forward.get_concrete_function()
+        return forward.get_concrete_function()
+
+
+def ours_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
+    """Our encoder from `folder` through `served_function` (XLA if `xla`), int8 if asked, in
+    `dtype` if given, with `inter_op` threads running the graph (default 1)."""
+    tf = _tensorflow(spec.get("inter_op", 1))
+    from modeling import load_encoder
+
+    encoder = load_encoder(spec["folder"], **({"dtype": spec["dtype"]} if "dtype" in spec else {}))
+    note = quantize_int8(encoder) if spec.get("int8") else ""
+    forward = served_function(encoder, spec.get("xla", False))
 
     def call(arrays: dict) -> None:
         for output in forward(*(tf.constant(arrays[name], tf.int32) for name in ONNX_INPUTS)):
@@ -139,8 +147,8 @@ def ours_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
     tf = _tensorflow()
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
-    from export.serving import export_classifier
     from modeling import BertClassifier, load_labels, load_tokenizer
+    from export.serving import export_classifier
 
     folder = spec["folder"]
     model = BertClassifier.from_pretrained(folder)
@@ -188,7 +196,8 @@ def ort_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
 
 
 def ort_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
-    """`tokenizers` (the fine-tuned folder's `tokenizer.json`) then ONNX Runtime, then argmax."""
+    """`tokenizers` (the fine-tuned folder's `tokenizer.json`, else the `tokenizers` model
+    `BertTokenizerFast` builds from its `vocab.txt`) then ONNX Runtime, then argmax."""
     import numpy as np
 
     from core import extras
@@ -197,7 +206,14 @@ def ort_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
         import tokenizers
 
     session = _ort_session(spec)
-    tokenizer = tokenizers.Tokenizer.from_file(str(Path(spec["folder"]) / "tokenizer.json"))
+    path = Path(spec["folder"]) / "tokenizer.json"
+    if path.is_file():
+        tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    else:
+        import transformers
+
+        tokenizer = transformers.BertTokenizerFast.from_pretrained(
+            spec["folder"]).backend_tokenizer
     tokenizer.enable_truncation(spec["length"])
     tokenizer.enable_padding()  # to the longest in a batch; one sentence is not padded
 
@@ -251,9 +267,11 @@ def hf_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
     return classify, ""
 
 
+# Our other paths' builders are `benchmarks/serving_paths.py`'s, the script ours run as.
 BUILDERS = {("ours", "encoder"): ours_encoder, ("ours", "text"): ours_text,
             ("ort", "encoder"): ort_encoder, ("ort", "text"): ort_text,
             ("hf_torch", "encoder"): hf_encoder, ("hf_torch", "text"): hf_text}
+PEERS = ("ort", "hf_torch")
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -314,17 +332,18 @@ def warm_up(spec: dict, run: Callable) -> dict:
     return per_call
 
 
-def serve(spec: dict) -> None:
-    """Builds the system, reports readiness, then answers requests until stdin closes.
+def serve(spec: dict, builders: dict | None = None) -> None:
+    """Builds the system (`builders`, default BUILDERS), reports readiness, then answers
+    requests until stdin closes.
 
     Our int8 systems depend on what this build's `quantize` does, so any
     failure to build or warm them up is reported as their unavailability.
     """
     try:
-        run, note = BUILDERS[spec["system"], spec["kind"]](spec)
+        run, note = (builders or BUILDERS)[spec["system"], spec["kind"]](spec)
         per_call = warm_up(spec, run)
     except Exception as error:
-        if not isinstance(error, Unavailable) and not (spec["system"] == "ours"
+        if not isinstance(error, Unavailable) and not (spec["system"] not in PEERS
                                                        and spec.get("int8")):
             raise
         reason = str(error) if isinstance(error, Unavailable) else (

@@ -46,7 +46,7 @@ def run_warning(results: Mapping[str, float], majorities: Mapping[str, float],
     reasons = []
     for name, majority in sorted(majorities.items()):
         accuracy = results.get(name)
-        if accuracy is not None and _gap(majority, accuracy) >= -NEAR_MAJORITY:
+        if accuracy is not None and near_majority(accuracy, majority):
             reasons.append(f"near majority class ({name} {100 * accuracy:.1f}%, majority class "
                            f"{100 * majority:.1f}%)")
     finished = [value for value in sibling_scores if not math.isnan(value)]
@@ -54,6 +54,34 @@ def run_warning(results: Mapping[str, float], majorities: Mapping[str, float],
         reasons.append(f"{100 * (max(finished) - score):.1f} points below the sweep's best run "
                        f"(dev score {100 * score:.1f} vs {100 * max(finished):.1f})")
     return "degenerate: " + "; ".join(reasons) if reasons else ""
+
+
+def near_majority(accuracy: float, majority: float) -> bool:
+    """Whether `accuracy` is at most `NEAR_MAJORITY` above the majority class's `majority`."""
+    return _gap(majority, accuracy) >= -NEAR_MAJORITY
+
+
+def majority_fields(results: Mapping[str, float], majorities: Mapping[str, float]
+                    ) -> dict[str, float]:
+    """What eval_results.txt says of the majority class, for each dev set of `majorities`.
+
+    For a dev accuracy `<set>_accuracy`: `<set>_majority_class_accuracy`, the
+    baseline, and `<set>_near_majority_class`, 1.0 when the run is within
+    `NEAR_MAJORITY` of it (0.0 otherwise), so that a script reading the
+    results sees a degenerate run without parsing the log.
+
+    Examples:
+      >>> majority_fields({"eval_accuracy": 0.69}, {"eval_accuracy": 0.684})
+      {'eval_majority_class_accuracy': 0.684, 'eval_near_majority_class': 1.0}
+    """
+    fields = {}
+    for name, majority in sorted(majorities.items()):
+        prefix = name.removesuffix("_accuracy")
+        fields[f"{prefix}_majority_class_accuracy"] = majority
+        if name in results:
+            fields[f"{prefix}_near_majority_class"] = float(near_majority(results[name],
+                                                                          majority))
+    return fields
 
 
 def _gap(reference: float, value: float) -> float:

@@ -8,6 +8,11 @@ correlation for CoLA (scikit-learn's, which for more than two classes is
 Gorodkin's R_K, the R3 GLUE reports for the diagnostic set AX); Pearson and
 Spearman correlation for STS-B (scipy), a regression task.
 
+The names are the ones users already read: the original `run_classifier.py`'s
+`eval_accuracy` and `eval_loss`, and Hugging Face's `run_glue.py` names for
+the rest (`f1`, `matthews_correlation`, `pearson`, `spearmanr`), so a
+script written for either reads our `eval_results.txt` unchanged.
+
 `glue_score` reduces a task's metrics to the leaderboard's one number (the
 mean where a task has two), and `glue_average` averages tasks as the
 leaderboard does: MNLI matched and mismatched first averaged into one MNLI
@@ -23,7 +28,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 from sklearn import metrics as sk_metrics
 
 from core.task_names import canonical_key
@@ -62,8 +67,8 @@ def compute_metrics(task_name: str, predictions: Sequence, labels: Sequence) -> 
     """The task's metrics from predicted label ids [N] (or scores [N, K]) and gold ids [N].
 
     STS-B takes predicted and gold scores (floats, [N] or [N, 1]) and gives
-    "pearson", "spearman" and their mean "corr". Classification tasks give
-    "accuracy", plus "f1" (MRPC, QQP) or "mcc" (CoLA, AX). SWAG gives
+    "pearson" and "spearmanr". Classification tasks give "accuracy", plus
+    "f1" (MRPC, QQP) or "matthews_correlation" (CoLA, AX). SWAG gives
     "accuracy" over choices.
     """
     key = _task_key(task_name)
@@ -78,15 +83,46 @@ def compute_metrics(task_name: str, predictions: Sequence, labels: Sequence) -> 
         scores, gold = scores[:, 0].astype(np.float64), labels.astype(np.float64)
         pearson = float(stats.pearsonr(scores, gold).statistic)
         spearman = float(stats.spearmanr(scores, gold).statistic)
-        return {"pearson": pearson, "spearman": spearman, "corr": (pearson + spearman) / 2}
+        return {"pearson": pearson, "spearmanr": spearman}
     predicted = _class_ids(predictions)
     result = {"accuracy": float(sk_metrics.accuracy_score(labels, predicted))}
     if key in ("mrpc", "qqp"):
         result["f1"] = float(sk_metrics.f1_score(labels, predicted, pos_label=POSITIVE_CLASS,
                                                  average="binary", zero_division=0.0))
     if key in ("cola", "ax"):
-        result["mcc"] = float(sk_metrics.matthews_corrcoef(labels, predicted))
+        result["matthews_correlation"] = float(sk_metrics.matthews_corrcoef(labels, predicted))
     return result
+
+
+def evaluation_results(task_name: str, outputs: Sequence, labels: Sequence,
+                       prefix: str = "eval") -> dict[str, float]:
+    """One dev set's entries of eval_results.txt, each name starting `<prefix>_`.
+
+    `outputs` are the model's logits [N, K] (STS-B: scores [N] or [N, 1]).
+    The entries are `compute_metrics`' metrics; `loss`, the training loss on
+    these examples (mean cross-entropy of the logits, mean squared error for
+    STS-B), as the original's `eval_loss`; and `score`, the figure a sweep
+    compares (`glue_score`; SWAG: accuracy).
+
+    Examples:
+      >>> evaluation_results("rte", [[2.0, 0.0], [0.0, 1.0]], [0, 0])["eval_accuracy"]
+      0.5
+    """
+    metrics = compute_metrics(task_name, outputs, labels)
+    values = np.asarray(outputs, np.float64)
+    gold = np.asarray(labels)
+    if _task_key(task_name) == "sts-b":
+        loss = np.mean((values.reshape(-1) - gold.astype(np.float64)) ** 2)
+    else:
+        if values.ndim != 2:
+            raise ValueError(f"{task_name}: the loss needs logits [N, K], got shape "
+                             f"{values.shape}")
+        log_probabilities = special.log_softmax(values, axis=1)
+        loss = -np.mean(log_probabilities[np.arange(len(gold)), gold.astype(np.int64)])
+    metrics["loss"] = float(loss)
+    metrics["score"] = (metrics["accuracy"] if _task_key(task_name) == "swag"
+                        else glue_score(task_name, metrics))
+    return {f"{prefix}_{name}": value for name, value in metrics.items()}
 
 
 def glue_score(task_name: str, metrics: Mapping[str, float]) -> float:
@@ -96,8 +132,9 @@ def glue_score(task_name: str, metrics: Mapping[str, float]) -> float:
     accuracy; STS-B: mean of Pearson and Spearman; the others: accuracy.
     """
     key = _task_key(task_name)
-    needed = {"cola": ("mcc",), "ax": ("mcc",), "mrpc": ("f1", "accuracy"),
-              "qqp": ("f1", "accuracy"), "sts-b": ("pearson", "spearman")}.get(key, ("accuracy",))
+    needed = {"cola": ("matthews_correlation",), "ax": ("matthews_correlation",),
+              "mrpc": ("f1", "accuracy"), "qqp": ("f1", "accuracy"),
+              "sts-b": ("pearson", "spearmanr")}.get(key, ("accuracy",))
     missing = [name for name in needed if name not in metrics]
     if missing:
         raise ValueError(f"{task_name}: metrics lack {', '.join(missing)} (got {sorted(metrics)})")

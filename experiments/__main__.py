@@ -13,6 +13,7 @@ starting any run the driver prints the plan and asks (`--yes` does not).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 from data_prep.corpora.assets import cache_dir
 from experiments import grid, jobs, plan, report, scales, schedule, summary, tables
+from experiments.cells import Table
 
 PROGRAM = "python -m experiments"
 
@@ -50,6 +52,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "a column, fine-tuned with run_classifier.py --task_name.")
     parser.add_argument("--glue_tasks", default="",
                         help="Comma-separated GLUE tasks of --glue_dir (default: all found).")
+    parser.add_argument("--glue_train_examples", type=int, default=None,
+                        help="Fine-tune each GLUE task on at most the first N training "
+                             "examples (SST-2's 67k are hours per run on a CPU; default: all).")
+    parser.add_argument("--builtin_tasks", default="sentiment,tagging", type=_builtin_tasks,
+                        help="The built-in stand-in columns to keep (comma-separated of "
+                             "sentiment, tagging; empty for none, e.g. with --glue_dir).")
     parser.add_argument("--squad_dir", default=None,
                         help="Folder with SQuAD v1.1's train-v1.1.json and dev-v1.1.json: "
                              "adds a SQuAD column (run_squad.py).")
@@ -64,7 +72,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--seeds must be positive, got {args.seeds}")
     if args.workers < 1:
         parser.error(f"--workers must be positive, got {args.workers}")
+    if args.glue_train_examples is not None and args.glue_train_examples < 1:
+        parser.error(f"--glue_train_examples must be positive, got {args.glue_train_examples}")
+    if not args.builtin_tasks and not (args.glue_dir or args.squad_dir or args.report_only):
+        parser.error("--builtin_tasks is empty and no --glue_dir or --squad_dir is given: "
+                     "the tables would have no column")
     return args
+
+
+def _builtin_tasks(text: str) -> tuple[str, ...]:
+    names = tuple(name for name in text.split(",") if name)
+    unknown = sorted(set(names) - {"sentiment", "tagging"})
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; expected sentiment, "
+                                         "tagging or nothing")
+    return names
 
 
 def _tables(text: str) -> list[str]:
@@ -106,6 +128,19 @@ def report_only(args: argparse.Namespace) -> list[Path]:
     return written
 
 
+def build_tables(args: argparse.Namespace, scale: scales.Scale | None = None,
+                 datasets: scales.Datasets | None = None
+                 ) -> tuple[scales.Scale, Path, list[Table]]:
+    """The scale, the cache folder and the tables the arguments ask for (nothing is run)."""
+    scale = scale or dataclasses.replace(scales.SCALES[args.scale], tasks=args.builtin_tasks)
+    cache_root = Path(args.cache_dir) if args.cache_dir else cache_dir() / "experiments"
+    tasks = [task for task in args.glue_tasks.split(",") if task]
+    datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
+                                                 args.squad_dir, args.glue_train_examples)
+    builder = grid.GridBuilder(scale, datasets, args.seeds)
+    return scale, cache_root, [tables.table(name, builder) for name in args.table]
+
+
 def run(args: argparse.Namespace, command: str,
         runner: jobs.Runner = jobs.subprocess_runner, scale: scales.Scale | None = None,
         datasets: scales.Datasets | None = None, ask: Callable[[str], str] = input) -> Path:
@@ -120,16 +155,7 @@ def run(args: argparse.Namespace, command: str,
     are asked for, and each table is written as soon as its own runs are
     done, not when the whole grid is. Returns the last table's path.
     """
-    scale = scale or scales.SCALES[args.scale]
-    if args.cache_dir:
-        cache_root = Path(args.cache_dir)
-    else:
-        cache_root = cache_dir() / "experiments"
-    tasks = [task for task in args.glue_tasks.split(",") if task]
-    datasets = datasets or scales.default_datasets(scale, cache_root, args.glue_dir, tasks,
-                                                 args.squad_dir)
-    builder = grid.GridBuilder(scale, datasets, args.seeds)
-    built = [tables.table(name, builder) for name in args.table]
+    scale, cache_root, built = build_tables(args, scale, datasets)
     written: dict[str, Path] = {}
 
     def write_finished(results: Mapping[str, dict]) -> None:

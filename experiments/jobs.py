@@ -43,8 +43,9 @@ _CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
 # A progress line of the training loop: "step 250/2000  3.10 steps/s  ...  loss=5.21 ...".
 _PROGRESS = re.compile(r"^step (\d+)/\d+ .*?(?<!_)loss=([0-9.eE+-]+)", re.MULTILINE)
 
-# Runs a tool: (arguments after the Python interpreter, log file, environment).
-Runner = Callable[[list[str], Path, Mapping[str, str]], None]
+# Runs a tool: (arguments after the Python interpreter, log file, environment) -> its CPU
+# seconds, or None where not measured.
+Runner = Callable[[list[str], Path, Mapping[str, str]], Union[float, None]]
 
 
 class JobFailed(RuntimeError):
@@ -142,23 +143,33 @@ def _fingerprint(paths: tuple[str, ...]) -> str:
 
 
 def subprocess_runner(arguments: list[str], log: Path, environment: Mapping[str, str],
-                      niceness: int = 0) -> None:
+                      niceness: int = 0) -> float:
     """Runs a tool with this interpreter from the repository root, its output to `log`.
 
     A positive `niceness` lowers its priority (`nice`, where the system has it).
+    Returns the CPU seconds (user and system) of the tool and the processes it
+    waited for, which a shared machine's wall time does not tell.
     """
     nice = ["nice", "-n", str(niceness)] if niceness and shutil.which("nice") else []
     with open(log, "w", encoding="utf-8") as output:
-        finished = subprocess.run([*nice, sys.executable, *arguments], stdout=output,
-                                  stderr=subprocess.STDOUT, env=dict(environment),
-                                  cwd=REPOSITORY)
-    if finished.returncode != 0:
+        process = subprocess.Popen([*nice, sys.executable, *arguments], stdout=output,
+                                   stderr=subprocess.STDOUT, env=dict(environment),
+                                   cwd=REPOSITORY)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
         lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
                  if line.strip()]
         last = lines[-1].strip() if lines else "no output"
         tool = " ".join(arguments[:2]) if arguments[0] == "-m" else arguments[0]
-        raise JobFailed(f"{tool} exited with status {finished.returncode} "
+        raise JobFailed(f"{tool} exited with status {process.returncode} "
                         f"({last}); its log is {log}")
+    return usage.ru_utime + usage.ru_stime
 
 
 class Cache:
@@ -207,9 +218,10 @@ def collect_results(output: Path) -> dict:
         result["eval_results"] = read_eval_results(output / "eval_results.txt")
     if (output / "sweep_results.tsv").is_file():
         with open(output / "sweep_results.tsv", encoding="utf-8") as reader:
-            result["sweep"] = [[float(row["learning_rate"]), int(row["restart"]),
-                                float(row["dev_score"])]
-                               for row in csv.DictReader(reader, delimiter="\t")]
+            rows = list(csv.DictReader(reader, delimiter="\t"))
+        result["sweep"] = [[float(row["learning_rate"]), int(row["restart"]),
+                            float(row["dev_score"])] for row in rows]
+        result["sweep_rows"] = rows  # every column as written: scores, status, warning, chosen
     steps = sorted(int(match.group(1)) for name in
                    (os.listdir(output) if output.is_dir() else [])
                    if (match := _CHECKPOINT.fullmatch(name)))
@@ -243,13 +255,16 @@ def run_job(job: Job, cache: Cache, runner: Runner, threads: int | None = None) 
                          json.dumps({**job.model, "vocab_size": vocab_size}, indent=2) + "\n")
     arguments = cache.command(job)
     write_atomically(folder / "command.txt", shlex.join(["python", *arguments]) + "\n")
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # Unbuffered: the log shows each progress line as it is printed.
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     if threads:
         environment.update(TF_NUM_INTRAOP_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     print(f"$ python {shlex.join(arguments)}", flush=True)
     started = time.monotonic()
-    runner(arguments, folder / "log.txt", environment)
+    cpu_seconds = runner(arguments, folder / "log.txt", environment)
     result = collect_results(output)
+    if cpu_seconds is not None:
+        result["cpu_seconds"] = round(cpu_seconds, 1)
     curve = training_curve(folder / "log.txt")
     if curve:
         result["train_loss"] = curve

@@ -192,7 +192,8 @@ def plot_pretraining(summary: TableSummary) -> Figure:
     return figure
 
 
-def _save(figure: Figure, path: Path) -> None:
+def save_figure(figure: Figure, path: Path) -> None:
+    """Writes the figure as a PNG under a temporary name, then renames it into place."""
     figure.tight_layout()
     with atomic_path(path) as temporary:
         figure.savefig(temporary, format="png", dpi=100)
@@ -207,11 +208,11 @@ def render(summary: TableSummary, output_dir: str | os.PathLike) -> Rendering:
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     scores = folder / f"{summary.stem}.png"
-    _save(plot(summary), scores)
+    save_figure(plot(summary), scores)
     drawn, kept = [scores], []
     curves = folder / f"{summary.stem}_pretraining.png"
     if summary.curves:
-        _save(plot_pretraining(summary), curves)
+        save_figure(plot_pretraining(summary), curves)
         drawn.append(curves)
     elif curves.is_file():
         kept.append(curves)

@@ -128,10 +128,19 @@ def pretraining_corpus_files() -> list[Path]:
 
 
 def default_datasets(scale: Scale, work_dir: Path, glue_dir: str | None = None,
-                     glue_tasks: Sequence[str] = (), squad_dir: str | None = None) -> Datasets:
-    """The built-in corpora and tasks (fetched into the cache on first use), plus GLUE folders."""
+                     glue_tasks: Sequence[str] = (), squad_dir: str | None = None,
+                     glue_train_examples: int | None = None) -> Datasets:
+    """The built-in corpora and tasks (fetched into the cache on first use), plus GLUE folders.
+
+    With `glue_train_examples`, a GLUE task with more training examples is
+    fine-tuned on its first that many (a copy in `work_dir`), dev kept whole.
+    """
     # The user's folders are checked before anything is fetched.
     glue, squad = glue_datasets(glue_dir, glue_tasks), squad_datasets(squad_dir)
+    if glue_train_examples is not None:
+        glue = tuple((task, Dataset(data.name, (sentiment_subset(
+            data.paths[0], work_dir / "datasets", glue_train_examples, task),)))
+            for task, data in glue)
     corpus = Dataset("corpus", tuple(pretraining_corpus_files()))
     sentiment = tagging = None
     if "sentiment" in scale.tasks:
@@ -142,19 +151,23 @@ def default_datasets(scale: Scale, work_dir: Path, glue_dir: str | None = None,
     return Datasets(corpus, sentiment, tagging, glue, squad)
 
 
-def sentiment_subset(source: Path, folder: Path, train_examples: int | None) -> Path:
-    """The first `train_examples` training lines of an SST-2 folder and all of its dev set.
+def sentiment_subset(source: Path, folder: Path, train_examples: int | None,
+                     name: str = "sentiment") -> Path:
+    """The first `train_examples` training lines of a GLUE-layout folder (header kept) and
+    all of its dev set; `source` itself when it holds no more than that.
 
     The test file is left out: it has no labels, and the grid never predicts it.
     """
     if train_examples is None:
-        target = folder / "sentiment_all"
+        target = folder / f"{name}_all"
     else:
-        target = folder / f"sentiment_{train_examples}"
+        target = folder / f"{name}_{train_examples}"
     if (target / "dev.tsv").is_file():
         return target
 
     lines = (source / "train.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    if train_examples is not None and len(lines) <= train_examples + 1:
+        return source
     kept = lines if train_examples is None else lines[:train_examples + 1]
     write_atomically(target / "train.tsv", "".join(kept))
     # dev.tsv last: its presence marks a complete folder.

@@ -107,9 +107,9 @@ def run_grid(runs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
     return results
 
 
-def idle_runner(arguments: list[str], log: Path, environment: Mapping[str, str]) -> None:
+def idle_runner(arguments: list[str], log: Path, environment: Mapping[str, str]) -> float:
     """`subprocess_runner` at the lowest priority: the run takes only what the others leave."""
-    subprocess_runner(arguments, log, environment, niceness=LOWEST_PRIORITY)
+    return subprocess_runner(arguments, log, environment, niceness=LOWEST_PRIORITY)
 
 
 class IdleTimeRunner(Generic[Item]):

@@ -30,6 +30,7 @@ of fine-tuning's cost.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -60,10 +61,19 @@ def feature_width(choice: str, hidden_size: int) -> int:
     return 4 * hidden_size if choice == "concat_last_four" else hidden_size
 
 
+# Transformer blocks a choice reads (the others need one).
+_BLOCKS_NEEDED = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}
+
+
+def feature_layers_for(num_blocks: int) -> list[str]:
+    """The FEATURE_LAYERS choices an encoder of `num_blocks` blocks has."""
+    return [choice for choice in FEATURE_LAYERS if _BLOCKS_NEEDED.get(choice, 1) <= num_blocks]
+
+
 def check_feature_layers(choice: str, num_blocks: int) -> None:
     """Raises ValueError for an unknown choice or an encoder with too few blocks for it."""
     _check_choice(choice)
-    needed = {"second_to_last": 2, "sum_last_four": 4, "concat_last_four": 4}.get(choice, 1)
+    needed = _BLOCKS_NEEDED.get(choice, 1)
     if num_blocks < needed:
         raise ValueError(f"feature layers {choice!r} need an encoder of at least {needed} "
                          f"block(s); this one has {num_blocks}")
@@ -99,36 +109,50 @@ def combine_hidden_states(hidden_states: Sequence, choice: str):
 
 
 def write_features(encoder, arrays: dict[str, np.ndarray], choice: str, path: str,
-                   batch_size: int) -> None:
+                   batch_size: int, also: Mapping[str, str] | None = None) -> None:
     """Runs the frozen `encoder` over every window once; writes [windows, seq, width] float32.
 
     The .npy file is filled batch by batch through a memory map, so features
     larger than memory (concat_last_four of BERT-Base on CoNLL-2003 train is
     about 22 GB) never sit in RAM, and it is renamed into place only when
     complete, so an interrupted run never leaves a cache entry later runs trust.
+    `also` ({other choice: its path}) writes those choices' features from the
+    same forward pass: Table 7's rows differ only in how the layers combine.
     """
     if not encoder.output_hidden_states:
         raise ValueError("the encoder must be built with output_hidden_states=True")
-    check_feature_layers(choice, encoder.config.num_hidden_layers)
+    targets = {choice: path, **(also or {})}
+    for name in targets:
+        check_feature_layers(name, encoder.config.num_hidden_layers)
     count, length = arrays["input_ids"].shape
-    width = feature_width(choice, encoder.config.hidden_size)
-    compute = tf.function(lambda batch: combine_hidden_states(
-        encoder(batch, training=False)["hidden_states"], choice), reduce_retracing=True)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with atomic_path(path) as staging:
-        output = np.lib.format.open_memmap(staging, mode="w+", dtype=np.float32,
-                                           shape=(count, length, width))
+
+    def combined(batch):
+        states = encoder(batch, training=False)["hidden_states"]
+        return {name: combine_hidden_states(states, name) for name in targets}
+
+    compute = tf.function(combined, reduce_retracing=True)
+    with contextlib.ExitStack() as stack:
+        outputs = {}
+        for name, target in targets.items():
+            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+            staging = stack.enter_context(atomic_path(target))
+            outputs[name] = np.lib.format.open_memmap(
+                staging, mode="w+", dtype=np.float32,
+                shape=(count, length, feature_width(name, encoder.config.hidden_size)))
         for start in range(0, count, batch_size):
             batch = {key: tf.constant(arrays[key][start:start + batch_size])
                      for key in ENCODER_INPUTS}
-            output[start:start + batch_size] = np.asarray(compute(batch), dtype=np.float32)
-        output.flush()
-        del output
+            for name, values in compute(batch).items():
+                outputs[name][start:start + batch_size] = np.asarray(values, dtype=np.float32)
+        for output in outputs.values():
+            output.flush()
+        del outputs
 
 
 def cached_features(build_encoder: Callable[[], keras.Model], checkpoint: str,
                     identity: Mapping[str, Any], splits: Mapping[str, dict[str, np.ndarray]],
-                    choice: str, folder: str, batch_size: int) -> dict[str, np.ndarray]:
+                    choice: str, folder: str, batch_size: int,
+                    also: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """Each split's features (memory-mapped), computed only where no cache entry exists.
 
     An entry is `<folder>/<split>-<choice>-len<length>-<hash>.npy`, the hash
@@ -146,27 +170,33 @@ def cached_features(build_encoder: Callable[[], keras.Model], checkpoint: str,
       choice: one of FEATURE_LAYERS.
       folder: where the entries are kept.
       batch_size: windows per forward pass.
+      also: other FEATURE_LAYERS choices to cache from the same forward pass
+        where `choice` is computed (a later run of one of them reuses it).
     """
     checkpoint = os.path.abspath(checkpoint)
     source = json.dumps({"checkpoint": checkpoint, "files": _checkpoint_files(checkpoint),
                          **identity}, sort_keys=True).encode()
-    paths = {}
+    encoder, found = None, {}
     for name, arrays in splits.items():
         digest = hashlib.sha256(source)
         for key in ENCODER_INPUTS:
             digest.update(np.ascontiguousarray(arrays[key]).tobytes())
-        paths[name] = os.path.join(folder, f"{name}-{choice}-len{arrays['input_ids'].shape[1]}"
-                                           f"-{digest.hexdigest()[:16]}.npy")
-    encoder = None
-    for name, path in paths.items():
-        if os.path.exists(path):
-            logging.info("%s: reusing cached features %s", name, path)
+        paths = {layers: os.path.join(folder, f"{name}-{layers}-len"
+                                              f"{arrays['input_ids'].shape[1]}-"
+                                              f"{digest.hexdigest()[:16]}.npy")
+                 for layers in dict.fromkeys([choice, *also])}
+        found[name] = paths[choice]
+        if os.path.exists(paths[choice]):
+            logging.info("%s: reusing cached features %s", name, paths[choice])
             continue
         encoder = encoder or build_encoder()
-        logging.info("%s: computing %s features of %d windows into %s", name, choice,
-                     len(splits[name]["input_ids"]), path)
-        write_features(encoder, splits[name], choice, path, batch_size)
-    return {name: np.load(path, mmap_mode="r") for name, path in paths.items()}
+        others = {layers: path for layers, path in paths.items()
+                  if layers != choice and not os.path.exists(path)}
+        logging.info("%s: computing %s features of %d windows into %s%s", name,
+                     ", ".join([choice, *others]), len(arrays["input_ids"]), paths[choice],
+                     " (and beside it)" if others else "")
+        write_features(encoder, arrays, choice, paths[choice], batch_size, others)
+    return {name: np.load(path, mmap_mode="r") for name, path in found.items()}
 
 
 def _checkpoint_files(path: str) -> list:

@@ -172,9 +172,8 @@ class Classification(TaskHooks):
             except ValueError as error:
                 raise FieldError("{task_name}={0}, {1}: {2}", task.task_name, what,
                                  error) from None
-            if converted.num_truncated:
-                logging.info("%s: %d of %d examples truncated to %d tokens", what,
-                             converted.num_truncated, len(examples), max_seq_length)
+            logging.info("%s: %d examples, %d of them truncated to %d tokens", what,
+                         len(examples), converted.num_truncated, max_seq_length)
             return converted.features
 
         sample = next(iter([*train, *[e for v in dev.values() for e in v]]), None)
@@ -234,12 +233,9 @@ class Classification(TaskHooks):
                 results.update({f"{_result_prefix(data, name)}_{key}": value
                                 for key, value in metrics.items()})
                 continue
-            metric_task = "swag" if data.kind == "multiple_choice" else data.name
-            metrics = glue_metrics.compute_metrics(metric_task, predictions, arrays["label_ids"])
-            metrics["score"] = (metrics["accuracy"] if data.kind == "multiple_choice"
-                                else glue_metrics.glue_score(metric_task, metrics))
-            prefix = _result_prefix(data, name)
-            results.update({f"{prefix}_{key}": value for key, value in metrics.items()})
+            results.update(glue_metrics.evaluation_results(
+                "swag" if data.kind == "multiple_choice" else data.name, predictions,
+                arrays["label_ids"], _result_prefix(data, name)))
         return DevScores(results, float(np.mean(
             [value for key, value in results.items() if key.endswith("_score")])))
 

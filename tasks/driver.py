@@ -35,7 +35,7 @@ from absl import logging
 
 from core.arguments import FieldError, check_integer, is_number
 from core.atomic import write_atomically
-from evaluation.degenerate_runs import run_warning
+from evaluation.degenerate_runs import NEAR_MAJORITY, majority_fields, run_warning
 from evaluation.results import write_eval_results
 from tasks.contract import TaskResult
 from tasks.model_files import (FINE_TUNING, ModelFiles, ModelNeeds, ResolvedModel,
@@ -230,16 +230,18 @@ class FineTuningTask:
             model = hooks.build_model()
             dev = hooks.score(model) if task.do_eval else None
         scores = dict(dev.scores) if dev else {}
+        # Where the model stands to the majority class: in the results, not on TensorBoard.
+        baselines = majority_scores(dev.scores, hooks.majorities()) if dev else {}
         predicted, files = hooks.write_predictions(model, dev)
         scores.update(predicted)
         written.extend(files)
         if scores:
             written.append(os.path.join(output_dir, "eval_results.txt"))
-            write_eval_results(written[-1], scores)
+            write_eval_results(written[-1], {**scores, **baselines})
             unlogged = {key: value for key, value in scores.items() if key not in logged}
             if unlogged:
                 finetuning.write_eval_scalars(hooks.strategy, output_dir, step, unlogged)
-        return TaskResult(scores, tuple(written), model)
+        return TaskResult({**scores, **baselines}, tuple(written), model)
 
 
 def sweep(hooks: TaskHooks, optimization: OptimizationConfig
@@ -285,6 +287,21 @@ def sweep(hooks: TaskHooks, optimization: OptimizationConfig
         raise FieldError("every run of the sweep diverged: {0}; see {1} and pass lower "
                          "{learning_rates}", listed, table)
     return best[1], best[2], best[3], lone, table
+
+
+def majority_scores(scores: dict[str, float], majorities: dict[str, float]) -> dict[str, float]:
+    """The evaluated model's standing to each dev set's majority class (`majority_fields`),
+    for eval_results.txt; a warning when it is no better than the majority class."""
+    fields = majority_fields(scores, majorities)
+    for name, near in fields.items():
+        if name.endswith("_near_majority_class") and near:
+            prefix = name.removesuffix("_near_majority_class")
+            logging.warning("%s: accuracy %.1f%% is within %.0f point of always predicting the "
+                            "majority class (%.1f%%): the model learnt the label prior, not the "
+                            "task; try other seeds (--num_restarts) or --adam_bias_correction",
+                            prefix, 100 * scores[f"{prefix}_accuracy"], 100 * NEAR_MAJORITY,
+                            100 * fields[f"{prefix}_majority_class_accuracy"])
+    return fields
 
 
 def flag_degenerate_runs(runs: list[SweepRun], majorities: dict[str, float]) -> None:

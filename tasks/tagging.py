@@ -26,7 +26,7 @@ from data_prep.datasets.conll import (build_windows, check_labels, detect_scheme
 from evaluation.ner import entity_scores, token_accuracy
 from export.serving_tagging import export_tagger
 from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagger,
-                                     cached_features, check_feature_layers)
+                                     cached_features, check_feature_layers, feature_layers_for)
 from modeling.losses import tagging_loss
 from modeling.token_tagger import BertTokenTagger
 from network.encoder import BertEncoder
@@ -45,7 +45,7 @@ FEATURE_WEIGHTS = "feature_tagger.weights.h5"
 class TaggingTask(FineTuningSettings):
     """The data, the tag set and the approach (what to do: the base class)."""
 
-    data_dir: str  # train.txt, valid.txt (or dev.txt), test.txt
+    data_dir: str  # train.txt, valid.txt (or dev.txt), test.txt; or eng.train/testa/testb
     labels: tuple[str, ...] | None = None  # default: the training file's tags
     tag_scheme: str = "auto"  # auto, IOB1 or IOB2
     document_context: bool = False  # fill windows with the document's neighbouring sentences
@@ -57,6 +57,8 @@ class TaggingTask(FineTuningSettings):
     lstm_units: int = 768  # feature_based: units of each BiLSTM direction
     lstm_dropout: float = 0.1  # feature_based: dropout on features and LSTM outputs
     feature_cache_dir: str | None = None  # feature_based: default <output_dir>/features
+    # feature_based: cache every layer choice the encoder has from the one forward pass
+    cache_all_feature_layers: bool = False
     # feature_based: Adam's rate when `learning_rates` is empty (the optimization's is not used)
     feature_learning_rate: float = FEATURE_LEARNING_RATE
 
@@ -228,8 +230,15 @@ class FeatureTagging(Tagging):
             {name: split.arrays for name, split in data.splits.items()},
             self.task.feature_layers,
             self.task.feature_cache_dir or os.path.join(training.output_dir, "features"),
-            training.predict_batch_size)
+            training.predict_batch_size, self.other_feature_layers())
         return data
+
+    def other_feature_layers(self) -> list[str]:
+        """With `cache_all_feature_layers`, the other choices this encoder is deep enough for."""
+        if not self.task.cache_all_feature_layers:
+            return []
+        return [name for name in feature_layers_for(self.resolved.config.num_hidden_layers)
+                if name != self.task.feature_layers]
 
     def build_model(self) -> keras.Model:
         """A fresh BiLSTM to train, or (without do_train) the one trained earlier."""

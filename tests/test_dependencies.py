@@ -60,6 +60,7 @@ DISTRIBUTION_OF = {
     "official": "tf-models-official",
     "onnxruntime": "onnxruntime",
     "onnx": "onnx",
+    "ai_edge_litert": "ai-edge-litert",
 }
 # Distributions a feature imports that no extra installs, and why.
 ELSEWHERE = {

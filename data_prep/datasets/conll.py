@@ -44,8 +44,10 @@ if TYPE_CHECKING:
     from text.tokenization import FullTokenizer
 
 DOCSTART = "-DOCSTART-"
-# The files of a CoNLL-2003 folder, by split (the validation file under either name).
-SPLIT_FILES = {"train": ("train.txt",), "valid": ("valid.txt", "dev.txt"), "test": ("test.txt",)}
+# The files of a CoNLL-2003 folder, by split: the names most copies use, then the shared
+# task's own (eng.testa is the validation split, eng.testb the test split).
+SPLIT_FILES = {"train": ("train.txt", "eng.train"), "valid": ("valid.txt", "dev.txt", "eng.testa"),
+               "test": ("test.txt", "eng.testb")}
 NO_LABEL = -1
 
 
@@ -87,13 +89,17 @@ def read_conll(path: str | os.PathLike, tag_column: int = -1) -> list[Sentence]:
     the file when it holds no sentence at all.
     """
     path = str(path)
+    skipped = {"docstart": 0}
     sentences = [Sentence([row[0] for row in rows], [row[tag_column] for row in rows],
                           document, source, len(rows[0]))
-                 for document, source, rows in _blocks(path, tag_column)]
+                 for document, source, rows in _blocks(path, tag_column, skipped)]
     if not sentences:
         raise ValueError(f"{path}: no sentences (the file is empty or holds only "
                          f"{DOCSTART} and blank lines)")
     _check_not_chunk_tags(sentences)
+    logging.info("%s: read %d sentences, %d tokens in %d document(s); skipped %d %s line(s)",
+                 path, len(sentences), sum(len(sentence.words) for sentence in sentences),
+                 sentences[-1].document_index + 1, skipped["docstart"], DOCSTART)
     return sentences
 
 
@@ -185,17 +191,20 @@ def check_labels(labels: Sequence[str]) -> None:
                          "needs IOB1 or IOB2 tags", ", ".join(bad))
 
 
-def _blocks(path: str, tag_column: int) -> Iterator[tuple[int, str, list[list[str]]]]:
+def _blocks(path: str, tag_column: int,
+            skipped: dict[str, int]) -> Iterator[tuple[int, str, list[list[str]]]]:
     """(document index, file:line, rows of columns) for each blank-line separated block.
 
     `-DOCSTART-` lines are not held to the column count, since converted
-    files often keep the 4-column `-DOCSTART- -X- -X- O` above 2-column data.
+    files often keep the 4-column `-DOCSTART- -X- -X- O` above 2-column data;
+    they are counted in `skipped["docstart"]`.
     """
     rows: list[list[str]] = []
     width, first_line, document, document_has_sentences = 0, 0, 0, False
     for number, line in enumerate(read_utf8_lines(path), start=1):
         columns = line.split()
         if not columns or columns[0] == DOCSTART:
+            skipped["docstart"] += bool(columns)
             if rows:
                 yield document, f"{path}:{first_line}", rows
                 rows, document_has_sentences = [], True
@@ -253,7 +262,7 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
                          f"got {max_seq_length} and {stride}")
     pieces = _word_pieces(sentences, tokenizer)
     token_ids = [[i for word in s.words for i in pieces[word]] for s in sentences]
-    built = []
+    built, long_sentences = [], 0
     empty = [sentence.source for sentence in sentences if not sentence.words]
     if empty:
         logging.warning("%d sentence(s) without words skipped (nothing to tag), the first at "
@@ -280,6 +289,11 @@ def build_windows(sentences: Sequence[Sentence], tokenizer: FullTokenizer, max_s
                           max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
         for number, (begin, _) in enumerate(spans):
             built.append(_window(index, packed, number, begin, positions, owner, labels))
+        long_sentences += len(spans) > 1
+    if long_sentences:
+        logging.info("%d of %d sentences are longer than one window (%d sub-tokens): read "
+                     "through overlapping windows, none truncated; %d windows in all",
+                     long_sentences, len(sentences), capacity, len(built))
     return built
 
 

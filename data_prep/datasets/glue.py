@@ -112,6 +112,7 @@ class TaskProcessor:
                             ", ..." if len(skipped) > 10 else "")
         if not examples:
             raise ValueError(f"{path}: holds no examples")
+        logging.info("%s: read %d examples, skipped %d rows", path, len(examples), len(skipped))
         return examples
 
 

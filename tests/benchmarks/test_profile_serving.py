@@ -22,6 +22,13 @@ class ProfileServingTest(TestCase):
                       "_MklEinsum 2.0 ms (24); Mul 0.2 ms (40)", text)
         self.assertIn("Model code: this checkout.", text)
 
+    def test_an_overhead_section_gives_each_way_of_calling_beside_the_served_call(self):
+        text = profile_serving.overhead_section("overhead", {"minilm, batch 1": {
+            "as served": [10.0, 15.0], "empty function": [1.0, 1.5]}})
+        self.assertIn("minilm, batch 1:", text)
+        self.assertIn("| as served | 10.00 | +0.00 | 15.00 | +0.00 |", text)
+        self.assertIn("| empty function | 1.00 | -9.00 | 1.50 | -13.50 |", text)
+
     def test_sections_replace_their_own_label_only(self):
         path = self.tmp_path() / "profile.md"
         for label, numbers in (("before", "old"), ("after", "first"), ("after", "second")):

@@ -55,10 +55,11 @@ class ServingSpeedTest(TestCase):
                    ("minilm", 32, "ort_nospin"): [0.8, 0.8, 0.8]}
         rows = _rows(serving_speed.summary_table(serving_speed.rates_from(seconds)))
         batch_1 = rows["MiniLM L6/H384, batch 1"]
-        self.assertEqual(batch_1[1:], ["50.0", serving_speed.NOT_MEASURED, "25.0", "100.0", "20.0",
-                                       "2.00x", "-"])
+        self.assertEqual(batch_1[1:], ["50.0 (load_encoder)", serving_speed.NOT_MEASURED,
+                                       "25.0", "100.0", "20.0", "2.00x", "-"])
         batch_32 = rows["MiniLM L6/H384, batch 32"]
-        self.assertEqual(batch_32[1], "32.0 (XLA)")  # XLA's 32/s beats plain 16/s
+        # XLA's 32/s beats plain 16/s.
+        self.assertEqual(batch_32[1], "32.0 (load_encoder + XLA)")
         self.assertEqual(batch_32[3], "40.0 (no spinning)")  # beats its spinning 20/s
         self.assertEqual(batch_32[4], serving_speed.NOT_MEASURED)
         self.assertEqual(batch_32[6], "0.80x")
@@ -68,8 +69,18 @@ class ServingSpeedTest(TestCase):
                                 "ort_int8": 24.0, "ours": 9.0}}
         row = serving_speed.summary_rows(rates)[0]
         self.assertEqual(row[0], "BERT-Base size L12/H768, batch 32")
-        self.assertEqual(row[2], "30.0")
+        self.assertEqual(row[2], "30.0 (load_encoder)")
         self.assertEqual(row[-2:], ["1.12x", "1.25x"])
+
+    def test_the_fastest_of_our_paths_wins_its_column_and_the_load_is_shown(self):
+        rates = {("minilm", 1): {"ours": 40.0, "ours_saved_xla": 45.0, "litert": 50.0,
+                                 "ours_int8": 30.0, "litert_int8": 20.0, "ort": 40.0,
+                                 "ort_int8": 60.0}}
+        row = serving_speed.summary_rows(rates, {("minilm", 1): [9.0, 3.0, 4.0]})[0]
+        self.assertEqual(row[1:3], ["50.0 (LiteRT)", "30.0 (load_encoder)"])
+        self.assertEqual(row[-3:], ["1.25x", "0.50x", "4.0"])
+        header = serving_speed.summary_table(rates, {("minilm", 1): [1.0]}).splitlines()[0]
+        self.assertTrue(header.endswith("| load average (1 min) |"))
 
     def test_latency_and_accuracy_tables_say_what_is_unavailable(self):
         latency = _rows(serving_speed.latency_table(
@@ -83,6 +94,12 @@ class ServingSpeedTest(TestCase):
         self.assertEqual(accuracy["ORT fused + int8"][1:],
                          ["Hugging Face PyTorch", "80.0", "81.0"])
         self.assertEqual(accuracy["ours int8"][2], serving_speed.UNAVAILABLE)
+        same_weights = _rows(serving_speed.accuracy_table(
+            {"litert_int8": 0.9, "ort": 0.91}, {"ours": 0.91, "hf_torch": 0.91},
+            peer_trainer="ours (its Hugging Face export)"))
+        self.assertEqual(same_weights["LiteRT dynamic-range int8 (XNNPACK)"][1:],
+                         ["ours", "90.0", "91.0"])
+        self.assertEqual(same_weights["ORT fused"][1], "ours (its Hugging Face export)")
 
     def test_command_shows_paths_inside_the_repository_relative_to_it(self):
         root = Path("/somewhere/repo")
@@ -141,12 +158,13 @@ class ServingWorkersTest(TestCase):
 
         with mock.patch.object(serving_speed, "start_workers", side_effect=start), \
                 contextlib.redirect_stdout(io.StringIO()):
-            seconds, cpu = serving_speed.measure_encoders(
+            seconds, cpu, loads = serving_speed.measure_encoders(
                 "minilm", Path("folder"), Path("onnx"), 2, Path("logs"), {}, "before",
                 systems=["ours"], batches=[1])
         self.assertEqual(asked, [("ours", 1), ("baseline", 1)] * 2)
         self.assertEqual(seconds[("minilm", 1, "baseline")], [0.5, 0.5])
         self.assertEqual(cpu[("minilm", 1, "ours")], [1.0, 1.0])
+        self.assertEqual(len(loads[("minilm", 1)]), 2)  # one load average per round
         with self.assertRaisesRegex(ValueError, r"--systems: unknown value\(s\) baseline"):
             serving_speed.parse_choices("ours,baseline", serving_speed.ENCODER_SYSTEMS,
                                         "systems")

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from evaluation.degenerate_runs import majority_accuracy, run_warning
+from evaluation.degenerate_runs import majority_accuracy, majority_fields, run_warning
 
 
 class MajorityAccuracyTest(tf.test.TestCase):
@@ -55,6 +55,20 @@ class RunWarningTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_regression_has_no_majority_check(self):
         self.assertEqual(run_warning({"eval_pearson": 0.0}, {}, 0.0, [0.0]), "")
+
+
+class MajorityFieldsTest(tf.test.TestCase):
+
+    def test_each_dev_set_gets_its_baseline_and_whether_the_run_is_near_it(self):
+        results = {"dev_matched_accuracy": 0.36, "dev_mismatched_accuracy": 0.70}
+        majorities = {"dev_matched_accuracy": 0.355, "dev_mismatched_accuracy": 0.352}
+        self.assertEqual(majority_fields(results, majorities), {
+            "dev_matched_majority_class_accuracy": 0.355, "dev_matched_near_majority_class": 1.0,
+            "dev_mismatched_majority_class_accuracy": 0.352,
+            "dev_mismatched_near_majority_class": 0.0})
+
+    def test_a_regression_has_none(self):
+        self.assertEqual(majority_fields({"eval_pearson": 0.1}, {}), {})
 
 
 if __name__ == "__main__":

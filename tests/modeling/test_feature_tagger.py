@@ -11,8 +11,10 @@ from modeling.feature_tagger import (
     FEATURE_LAYERS,
     FeatureBatches,
     FeatureTagger,
+    cached_features,
     check_feature_layers,
     combine_hidden_states,
+    feature_layers_for,
     feature_width,
     write_features,
 )
@@ -87,6 +89,33 @@ class FeatureTaggerTest(TestCase, parameterized.TestCase):
         self.assertAllClose(written, sum(self.states[2:6]), rtol=1e-5, atol=1e-5)
         with self.assertRaisesRegex(ValueError, "output_hidden_states"):
             write_features(BertEncoder(self.encoder.config), self.arrays, "last", path, 2)
+
+    def test_one_pass_writes_other_choices_and_later_runs_reuse_them(self):
+        folder, checkpoint = self.tmp_path(), self.tmp_path()
+        (checkpoint / "weights").write_text("stand-in")
+        built = []
+
+        def build():
+            built.append(1)
+            return self.encoder
+
+        def cached(choice, also=()):
+            return cached_features(build, str(checkpoint), {"config": "tiny"},
+                                   {"train": self.arrays}, choice, str(folder), 2, also)
+
+        first = cached("last", ["concat_last_four", "embeddings"])
+        self.assertAllClose(first["train"], self.states[5], rtol=1e-5, atol=1e-5)
+        self.assertEqual(sorted(name.split("-")[1] for name in os.listdir(folder)),
+                         ["concat_last_four", "embeddings", "last"])
+        concat = cached("concat_last_four")
+        self.assertAllClose(concat["train"], np.concatenate(self.states[:1:-1], axis=-1),
+                            rtol=1e-5, atol=1e-5)
+        self.assertLen(built, 1)  # the second choice came from the first pass
+        cached("second_to_last")
+        self.assertLen(built, 2)
+        self.assertEqual(feature_layers_for(2), ["embeddings", "second_to_last", "last",
+                                                 "sum_all"])
+        self.assertEqual(feature_layers_for(4), list(FEATURE_LAYERS))
 
     def test_padding_does_not_reach_real_positions(self):
         keras.utils.set_random_seed(1)

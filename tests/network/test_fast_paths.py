@@ -128,9 +128,13 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
         than the keys, logsumexp rather than the fused cross-entropy), so each
         gradient agrees to 1e-5 of its largest entry. bfloat16: the fast paths
         themselves are float32-only, but the last block's rows round
-        otherwise; each path is held to float32 (the plain model, outside
+        otherwise; the fast path is held to float32 (the plain model, outside
         XLA): it may stray from it no more than twice as far as the plain
-        bfloat16 model outside XLA, which rounds every op's result as written.
+        bfloat16 model does, outside XLA (which rounds every op's result as
+        written) or under the same compilation. XLA fuses and rounds the
+        bfloat16 model its own way, by CPU: on an AVX2-only CPU its loss here
+        lies 4e-5 of the summed terms' size from float32, five times the
+        eager model's lucky draw, fast paths on or off alike.
         """
         training = policy == "float32" and not jit_compile
         model = make(policy)
@@ -153,12 +157,12 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
             if name.endswith("key_bias"):
                 continue
             scale = max(np.abs(truth[index]).max(), 1e-6)
-            rounding = np.abs(as_written[index] - truth[index]).max()
-            for path, values in (("fast", fast), ("plain", plain)):
-                self.assertLessEqual(
-                    np.abs(values[index] - truth[index]).max(), 2 * rounding + 1e-3 * scale,
-                    msg=f"{name}, {path} path: further from float32 than bfloat16 rounding "
-                        f"({rounding:.3g})")
+            rounding = max(np.abs(as_written[index] - truth[index]).max(),
+                           np.abs(plain[index] - truth[index]).max())
+            self.assertLessEqual(
+                np.abs(fast[index] - truth[index]).max(), 2 * rounding + 1e-3 * scale,
+                msg=f"{name}, fast path: further from float32 than bfloat16 rounding "
+                    f"({rounding:.3g})")
 
     @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
                            causal=[False, True], at_positions=[False, True])

@@ -97,15 +97,23 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def test_sst2_learns_and_writes_everything(self):
         sst2, tmp_path = self.sst2, self.tmp_path()
-        run_main("run_classifier.py", _arguments(sst2, tmp_path))
+        with self.assertLogs(level="INFO") as logs:
+            run_main("run_classifier.py", _arguments(sst2, tmp_path))
+        counts = [line for line in logs.output if " examples" in line]
+        self.assertRegex(counts[0], r"train\.tsv: read \d+ examples, skipped 0 rows")
+        self.assertTrue(any(re.search(r"train: \d+ examples, \d+ of them truncated to \d+ tokens",
+                                      line) for line in counts), counts)
         results = read_eval_results(tmp_path / "eval_results.txt")
         self.assertGreaterEqual(results["eval_accuracy"], 0.9)
+        self.assertBetween(results["eval_majority_class_accuracy"], 0.5, 0.8)
+        self.assertEqual(results["eval_near_majority_class"], 0.0)
+        self.assertGreater(results["eval_loss"], 0.0)
         table = (tmp_path / "sweep_results.tsv").read_text().splitlines()
         self.assertLen(table, 2)  # a lone run is a sweep of one, trained in the folder itself
         self.assertEndsWith(table[1], "*")
         self.assertFalse((tmp_path / "runs").exists())
         scalars = event_scalars(tmp_path / "logs" / "eval")
-        self.assertEqual(set(scalars), {"eval_accuracy", "eval_score"})
+        self.assertEqual(set(scalars), {"eval_accuracy", "eval_loss", "eval_score"})
         self.assertEqual(scalars["eval_accuracy"][-1][0], event_scalars(
             tmp_path / "logs" / "train")["loss"][-1][0])
         submission = (tmp_path / "submission" / "SST-2.tsv").read_text().splitlines()

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tasks.classification import Classification, ClassificationData
-from tasks.driver import SweepRun, flag_degenerate_runs, write_sweep_table
+from tasks.driver import SweepRun, flag_degenerate_runs, majority_scores, write_sweep_table
 
 
 def finished(rate: float, restart: int, accuracy: float) -> SweepRun:
@@ -68,6 +68,19 @@ class DegenerateSweepTest(tf.test.TestCase):
         with self.assertNoLogs("absl", level="WARNING"):
             flag_degenerate_runs(runs, {"eval_accuracy": 0.516})
         self.assertEqual([r.warning for r in runs], ["", ""])
+
+    def test_a_model_at_the_majority_class_says_so_in_its_results_and_log(self):
+        with self.assertLogs("absl", level="WARNING") as logs:
+            fields = majority_scores({"eval_accuracy": 0.684, "eval_f1": 0.812},
+                                     {"eval_accuracy": 0.684})
+        self.assertEqual(fields, {"eval_majority_class_accuracy": 0.684,
+                                  "eval_near_majority_class": 1.0})
+        self.assertIn("eval: accuracy 68.4% is within 1 point of always predicting the majority "
+                      "class (68.4%)", logs.output[0])
+        with self.assertNoLogs("absl", level="WARNING"):
+            self.assertEqual(majority_scores({"eval_accuracy": 0.8}, {"eval_accuracy": 0.684}),
+                             {"eval_majority_class_accuracy": 0.684,
+                              "eval_near_majority_class": 0.0})
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from data_prep.datasets.conll import (Sentence, build_windows, check_entity_tags, detect_scheme,
-                                      label_list, predictions_to_tags, read_conll,
+                                      label_list, predictions_to_tags, read_conll, read_splits,
                                       windows_to_arrays, write_conll_predictions)
 from tests.fixtures import TestCase
 from text.tag_schemes import convert_iob1_to_iob2
@@ -63,6 +63,29 @@ class ConllTest(TestCase, parameterized.TestCase):
         self.assertEqual([s.document_index for s in sentences], [0, 0, 1])
         self.assertEqual([s.source for s in sentences], [f"{path}:3", f"{path}:6", f"{path}:11"])
         self.assertEqual(read_conll(path, tag_column=1)[0].tags, ["NNP", "VBZ"])
+
+    def test_counts_of_read_and_skipped_lines_are_logged(self):
+        path = write(self.tmp_path(), CONLL)
+        with self.assertLogs("absl", "INFO") as logs:
+            read_conll(path)
+        self.assertRegex(logs.output[-1], f"{path}: read 3 sentences, 5 tokens in 2 "
+                                          "document\\(s\\); skipped 2 -DOCSTART- line\\(s\\)")
+
+    def test_splits_under_the_shared_task_s_names_or_the_usual_ones(self):
+        folder = self.tmp_path()
+        for name in ("eng.train", "eng.testa", "eng.testb"):
+            write(folder, CONLL, name=name)
+        splits = read_splits(str(folder), ["train", "valid", "test"])
+        self.assertEqual({name: split[0].source for name, split in splits.items()},
+                         {name: f"{folder}/{file}:3" for name, file in (
+                             ("train", "eng.train"), ("valid", "eng.testa"),
+                             ("test", "eng.testb"))})
+        write(folder, CONLL, name="test.txt")  # the usual name comes first
+        self.assertEqual(read_splits(str(folder), ["test"])["test"][0].source,
+                         f"{folder}/test.txt:3")
+        with self.assertRaisesRegex(FileNotFoundError, "valid split: no file .*valid.txt or "
+                                                       ".*dev.txt or .*eng.testa"):
+            read_splits(str(self.tmp_path()), ["valid"])
 
     def test_two_columns_under_a_four_column_docstart_without_final_blank_line(self):
         text = "-DOCSTART- -X- -X- O\nJohn B-PER\nran O\n\n\nHome O"
@@ -148,7 +171,11 @@ class ConllTest(TestCase, parameterized.TestCase):
         words[10] = "Johnson"  # two pieces: 26 sub-tokens in all
         tags = ["B-PER" if i % 3 else "O" for i in range(25)]
         sentences = [Sentence(["Paris"], ["B-LOC"], 0, "t:1"), Sentence(words, tags, 0, "t:3")]
-        windows = build_windows(sentences, tokenizer, 10, LABELS, stride=4)
+        with self.assertLogs("absl", "INFO") as logs:
+            windows = build_windows(sentences, tokenizer, 10, LABELS, stride=4)
+        self.assertRegex(logs.output[-1], "1 of 2 sentences are longer than one window "
+                                          r"\(8 sub-tokens\): read through overlapping "
+                                          "windows, none truncated; 7 windows in all")
         long_windows = [w for w in windows if w.sentence_index == 1]
         # cores start at 0, 4, ..., 20; the last one widened leftwards
         self.assertLen(long_windows, 6)
