@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import resource
 import subprocess
@@ -96,13 +97,17 @@ def ours_job(data: jobs.Dataset, model: jobs.Dataset, recipe: Recipe, seed: int,
 
 def run_ours(job: jobs.Job, cache: jobs.Cache) -> dict:
     """The run's entity scores on valid.txt, running it first if it has no result."""
+    timing = cache.folder(job) / "timing.json"
+    # A stopped run resumed here was timed only from its resumption: its times are not recorded.
+    resumed = cache.result(job) is None and (cache.folder(job) / "log.txt").is_file()
     cpu, started = child_cpu_seconds(), time.monotonic()
     result = jobs.run_job(job, cache, lambda arguments, log, environment: jobs.subprocess_runner(
         arguments, log, environment, niceness=19))
-    timing = cache.folder(job) / "timing.json"
     if not timing.is_file():  # first collection: this process ran it
-        write_atomically(timing, json.dumps({"wall_seconds": round(time.monotonic() - started),
-                                             "cpu_seconds": round(child_cpu_seconds() - cpu)}))
+        write_atomically(timing, json.dumps(
+            {"wall_seconds": math.nan, "cpu_seconds": math.nan} if resumed else
+            {"wall_seconds": round(time.monotonic() - started),
+             "cpu_seconds": round(child_cpu_seconds() - cpu)}))
     scores = result["eval_results"]
     return {"eval_f1": scores["eval_f1"], "eval_precision": scores["eval_precision"],
             "eval_recall": scores["eval_recall"], "folder": str(cache.output(job)),

@@ -35,7 +35,7 @@ from text.answer_spans import MAX_QUERY_LENGTH
 from text.answer_targets import answer_pieces, answer_words, improve_answer_span, window_target
 from text.sentence_pairs import pack_ids
 from text.sliding_windows import DOC_STRIDE, question_windows
-from text.whitespace_words import whitespace_words
+from text.whitespace_words import split_words, whitespace_words
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -64,8 +64,13 @@ class BertSpanPreprocessor(TaskPreprocessor):
     def call(self, x, y=None, sample_weight=None, training: bool = False):
         if isinstance(x, dict):  # training windows, packed when the answers were placed
             return with_targets(x, y, sample_weight)
-        questions, context_words = x
-        return self.pack_question_words(questions, context_words)[0]
+        if not (isinstance(x, (tuple, list)) and len(x) == 2):
+            raise TypeError("x: a span preprocessor takes (questions, contexts) or packed "
+                            f"windows (a dict), got {type(x).__name__}")
+        questions, contexts = x
+        if not isinstance(contexts, tf.RaggedTensor):  # whole contexts: the reader's words
+            contexts = split_words(tf.convert_to_tensor(contexts, tf.string))[0]
+        return self.pack_question_words(questions, contexts)[0]
 
     def text_columns(self, x, y=None, sample_weight=None, argument: str = "x") -> tuple:
         """Without answers: (questions, context words). With them: each context's windows,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from core.arguments import check_integer
@@ -21,6 +22,7 @@ from modeling.preprocessor import DEFAULT_SEQUENCE_LENGTH, ragged_words
 from modeling.task_preprocessor import TaskPreprocessor
 from text.tag_schemes import check_aligned
 from text.text_windows import EXAMPLE_WINDOWS, WORD_POSITIONS, stride_for, word_windows
+from text.whitespace_words import split_words
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -72,7 +74,7 @@ class BertTaggerPreprocessor(TaskPreprocessor):
 
     def call(self, words, tags=None, sample_weight=None, training: bool = False):
         with tf.device("cpu"):  # string ops have no accelerator kernels
-            pieces = self.word_pieces(words)
+            pieces = self.word_pieces(sentence_words(words))
         packed, labels = word_windows(pieces, self.sequence_length,
                                       stride_for(self.window_stride, self.sequence_length),
                                       self.tokenizer.cls_id, self.tokenizer.sep_id, tags)
@@ -104,3 +106,29 @@ def sentence_lengths(sentences) -> list[int]:
         return [int(length) for batch in sentences
                 for length in (batch[0] if isinstance(batch, tuple) else batch).row_lengths()]
     return [len(sentence) for sentence in sentences]
+
+
+def sentence_words(sentences) -> tf.RaggedTensor:
+    """[N, (words)] strings from words as given or from whole sentences.
+
+    Ragged words pass as they are; a list of word lists is checked word by
+    word (`ragged_words`); [N] whole sentences (a string tensor, array or a
+    list of str) are split into the SQuAD reader's words, as the tagging
+    SavedModel splits raw text, so that calling the preprocessor on text
+    gives what serving gives.
+    """
+    if isinstance(sentences, tf.RaggedTensor):
+        return sentences
+    whole = (tf.is_tensor(sentences) or isinstance(sentences, np.ndarray)) and sentences.ndim == 1
+    if isinstance(sentences, (list, tuple)) and sentences and all(
+            isinstance(sentence, (str, bytes)) for sentence in sentences):
+        whole, sentences = True, tf.constant(sentences, tf.string)
+    if not whole:
+        if tf.is_tensor(sentences) or isinstance(sentences, np.ndarray):
+            raise TypeError(f"words: a tagger preprocessor takes [N] sentences or [N, (words)] "
+                            f"ragged words, got a {sentences.ndim}-D array")
+        return ragged_words(sentences)
+    if tf.as_dtype(sentences.dtype) != tf.string:
+        raise TypeError(f"words: sentences must be strings, got {tf.as_dtype(sentences.dtype).name}")
+    return split_words(tf.convert_to_tensor(sentences, tf.string))[0]
+

@@ -188,6 +188,30 @@ class TaggerPreprocessorTest(TinyFolderTestCase):
             preprocessor.text_columns([["a", "b"]], [[0]])
 
 
+class TaggerPreprocessorInputsTest(TinyFolderTestCase):
+
+    def test_sentences_are_split_as_served_and_words_pass_as_given(self):
+        preprocessor = BertTaggerPreprocessor.from_pretrained(self.folder, 8)
+        words = [["a", "fine", "film"], ["great"]]
+        expected = preprocessor(tf.ragged.constant(words))
+        for given in (["a fine  film", "great"], tf.constant(["a fine\tfilm", "great"]),
+                      np.array(["a fine film", "great"]), words):
+            with self.subTest(given=type(given).__name__):
+                packed = preprocessor(given)
+                self.assertAllEqual(packed["input_ids"], expected["input_ids"])
+                self.assertAllEqual(packed["input_mask"], expected["input_mask"])
+
+    def test_inputs_that_are_not_sentences_are_named(self):
+        preprocessor = BertTaggerPreprocessor.from_pretrained(self.folder, 8)
+        with self.assertRaisesRegex(TypeError, "words: sentences must be strings, got int32"):
+            preprocessor(tf.constant([1, 2]))
+        with self.assertRaisesRegex(TypeError, r"\[N\] sentences or \[N, \(words\)\] ragged "
+                                               "words, got a 2-D array"):
+            preprocessor(tf.constant([["a", "b"]]))
+        with self.assertRaisesRegex(TypeError, "sentence 1, word 0 is 3"):
+            preprocessor([["a"], [3]])
+
+
 class SpanPreprocessorTest(TinyFolderTestCase):
 
     def test_each_window_carries_its_examples_weight(self):
