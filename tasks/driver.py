@@ -298,7 +298,7 @@ def majority_scores(scores: dict[str, float], majorities: dict[str, float]) -> d
             prefix = name.removesuffix("_near_majority_class")
             logging.warning("%s: accuracy %.1f%% is within %.0f point of always predicting the "
                             "majority class (%.1f%%): the model learnt the label prior, not the "
-                            "task; try other seeds (--num_restarts) or --adam_bias_correction",
+                            "task; try other seeds (num_restarts) or adam_bias_correction",
                             prefix, 100 * scores[f"{prefix}_accuracy"], 100 * NEAR_MAJORITY,
                             100 * fields[f"{prefix}_majority_class_accuracy"])
     return fields
