@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.arguments import FieldError
 from modeling import (BertClassifier, BertConfig, BertMultipleChoice, BertPreprocessor,
                       BertSpanModel, BertTokenTagger, load_config, load_encoder,
                       load_preprocessor)
@@ -167,6 +168,44 @@ class LabelsTest(_TinyFolderTest):
     def test_sample_weights_are_finite_and_one_per_example(self, weights, message):
         with self.assertRaisesRegex(ValueError, message):
             self.classifier.fit(TEXTS, LABELS, sample_weight=weights, verbose=0)
+
+
+class ClassWeightTest(_TinyFolderTest):
+    """Keras trains on each of these: a negative weight maximises its class's loss, an
+    unknown class is dropped, NaN stops the run at step 1 as a divergence."""
+
+    @parameterized.parameters(
+        ({0: -1.0, 1: 1.0}, "class_weight: the weight of class 0 is -1.0; a weight is a "
+                            "finite number >= 0"),
+        ({0: 1, 1: 1, 5: 2}, "class_weight names class 5, which the model does not have: it "
+                             "takes class indices 0 to 1"),
+        ({0: float("nan"), 1: 1}, "class_weight: the weight of class 0 is nan"),
+    )
+    def test_fit_refuses_weights_before_any_step(self, class_weight, message):
+        steps = int(self.classifier.optimizer.iterations)
+        with self.assertRaisesRegex(FieldError, message):
+            self.classifier.fit(TEXTS, LABELS, class_weight=class_weight, verbose=0)
+        self.assertEqual(int(self.classifier.optimizer.iterations), steps)
+
+    def test_weights_by_label_name_train_and_leave_no_class_out(self):
+        named = BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=16,
+                                               label_names=["neg", "pos"])
+        named.compile()
+        # {1: 0}: Keras' own table would stop at class 1 and fail on a label 1 in the graph.
+        for class_weight in ({"neg": 1, "pos": 4}, {0: 0}):
+            history = named.fit(TEXTS, ["pos", "neg", "pos", "neg"], class_weight=class_weight,
+                                epochs=1, verbose=0)
+            self.assertTrue(np.isfinite(history.history["loss"][-1]))
+
+    def test_models_without_single_label_classes_refuse_class_weight(self):
+        message = "class_weight weighs the classes of a single-label classifier; "
+        with self.assertRaisesRegex(FieldError, message + r"this one is a regression"):
+            self.regression.fit(TEXTS, [0.1, 0.2, 0.3, 0.4], class_weight={0: 1}, verbose=0)
+        with self.assertRaisesRegex(FieldError, message + "BertTokenTagger has none"):
+            self.tagger.fit(SENTENCES, TAGS, class_weight={0: 1}, verbose=0)
+        with self.assertRaisesRegex(FieldError, "class_weight and sample_weight both weigh"):
+            self.classifier.fit(TEXTS, LABELS, class_weight={0: 1}, sample_weight=[1] * 4,
+                                verbose=0)
 
 
 class EmptyInputsTest(_TinyFolderTest):
