@@ -19,6 +19,7 @@ from modeling import (BertClassifier, BertConfig, BertMultipleChoice, BertPrepro
                       load_preprocessor)
 from tests.fixtures import TestCase, tiny_config
 from tests.modeling.tiny_folder import tiny_folder
+from tests.network.test_input_checks import BAD_INPUTS, packed, with_bad_value
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot"]
 LABELS = [1, 0, 1, 0]
@@ -223,6 +224,13 @@ class EmptyInputsTest(_TinyFolderTest):
         packed = {key: np.zeros((0, 8), np.int32)
                   for key in ("input_ids", "input_mask", "segment_ids")}
         self.assertEqual(self.classifier.predict(packed, verbose=0).shape, (0, 2))
+
+    def test_predict_on_packed_ids_refuses_ids_outside_their_tables(self):
+        for case, name, value, message in BAD_INPUTS:
+            bad = with_bad_value(packed(), name, value)
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message, msg=case):
+                self.classifier.predict(bad, verbose=0)
+        self.assertEqual(self.classifier.predict(packed(), verbose=0).shape, (2, 2))
 
     def test_sentences_without_words_are_tagged_with_nothing(self):
         self.assertEqual(self.tagger.predict_labels([[]]), [[]])
