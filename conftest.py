@@ -9,6 +9,7 @@ import shutil
 import tempfile
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 _FLAGS_MARKED = pytest.StashKey[bool]()
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
@@ -35,6 +36,14 @@ def _share_xla_compilations() -> None:
 
 
 _share_xla_compilations()
+
+# Property tests (Hypothesis): `make test` draws the same few examples every run; the long
+# profile (`pytest --hypothesis-profile=long`) draws many fresh ones, beside the benchmarks.
+_PROPERTY_SETTINGS = {"deadline": None, "database": None,
+                      "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("default", derandomize=True, max_examples=12, **_PROPERTY_SETTINGS)
+settings.register_profile("long", max_examples=2000, **_PROPERTY_SETTINGS)
+settings.load_profile("default")
 
 
 def _is_tf_test(item) -> bool:

@@ -287,10 +287,11 @@ def run_task(values: flags.FlagValues, family: Task[TaskSettingsT],
     """
     model_files, training, optimization, _ = training_configs(values, require)
     task = task_from_flags(values, settings, **derived)
-    return contract.run_task(family, task, model_files, training, optimization,
-                             start=lambda resolved: start_run(
-                                 values, training, owner(task), resolved.config,
-                                 stamp(task) if stamp else None))
+    with run_folder.removed_unless_used(training.output_dir):  # a refusal leaves no folder
+        return contract.run_task(family, task, model_files, training, optimization,
+                                 start=lambda resolved: start_run(
+                                     values, training, owner(task), resolved.config,
+                                     stamp(task) if stamp else None))
 
 
 def run_extraction(values: flags.FlagValues, family: Task[TaskSettingsT],

@@ -21,19 +21,21 @@ folder before any work:
 
 A folder holding nothing but the stamp and the lock holds no work, so a run
 that failed before writing anything does not keep the folder from a
-corrected rerun.
+corrected rerun; and a run that created the folder removes it again when it
+fails so (`removed_unless_used`): a refusal leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import fcntl
 import hashlib
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from absl import logging
@@ -113,6 +115,48 @@ def release(folder: str) -> None:
     os.ftruncate(descriptor, 0)
     fcntl.flock(descriptor, fcntl.LOCK_UN)
     os.close(descriptor)
+
+
+@contextlib.contextmanager
+def removed_unless_used(folder: str) -> Iterator[None]:
+    """Runs the body; if it fails and `folder` (with any parents) did not exist before, removes
+    what it created, provided nothing beside the stamp and the lock was written there.
+
+    Only a folder this run made is removed, never one a user had, and never
+    one holding work (logs, checkpoints): those are kept for a resume.
+    """
+    created = None if "://" in folder else _first_missing(os.path.abspath(folder))
+    try:
+        yield
+    except BaseException:
+        if created is not None:
+            _remove_unused(os.path.abspath(folder), created)
+        raise
+
+
+def _first_missing(folder: str) -> str | None:
+    """The outermost of `folder` and its parents that does not exist (None: it exists)."""
+    missing = None
+    while not os.path.exists(folder):
+        missing, folder = folder, os.path.dirname(folder)
+    return missing
+
+
+def _remove_unused(folder: str, created: str) -> None:
+    release(folder)
+    try:
+        if set(os.listdir(folder)) - {LOCK_NAME, OWNER_NAME}:
+            return
+        for name in (LOCK_NAME, OWNER_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(folder, name))
+        while True:  # the folder, then each parent this run made
+            os.rmdir(folder)
+            if folder == created:
+                return
+            folder = os.path.dirname(folder)
+    except OSError:  # best effort: the run's own error is the one to report
+        return
 
 
 @atexit.register

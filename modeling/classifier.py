@@ -23,17 +23,20 @@ import numpy as np
 from keras import ops
 from scipy import special
 
-from core.arguments import check_flag, check_integer, check_number, check_threshold
+from core.arguments import (FieldError, check_flag, check_integer, check_number,
+                            check_threshold)
 from evaluation.multi_label import MultiLabelF1
 from modeling.classifier_preprocessor import BertClassifierPreprocessor
 from modeling.fine_tuning_model import (FineTuningModel, OutputProjection, bilstm_layer,
                                         bilstm_variables, flatten_choices, last_real_token)
 from modeling.labels import check_label_names, label_outputs, label_sets
+from modeling.text_tasks import refuse_both_weights
 from modeling.losses import left_to_right_lm_loss
 from network.config import BertConfig
 from network.heads import LeftToRightLMHead
 from network.model_folder import check_window_settings
 from text.text_windows import EXAMPLE_WINDOWS, TRUNCATE, mean_over_windows
+from training.class_weights import check_class_weight
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -164,6 +167,14 @@ class BertClassifier(FineTuningModel):
         if self.both_orders:
             raise ValueError("a both_orders model takes packed [batch, 2, seq] inputs")
         super()._require_preprocessor()
+
+    def _class_weight_checked(self, class_weight, sample_weight) -> dict[int, float]:
+        refuse_both_weights(sample_weight)
+        if self.num_labels == 1 or self.multi_label:
+            kind = "a regression (num_labels=1)" if self.num_labels == 1 else "multi-label"
+            raise FieldError("{class_weight} weighs the classes of a single-label classifier; "
+                             "this one is {0}: give sample_weight instead", kind)
+        return check_class_weight(class_weight, self.num_labels, self.label_names)
 
     def _empty_outputs(self, input_shape: tuple) -> np.ndarray:
         return np.zeros((0,) if self.num_labels == 1 else (0, self.num_labels), np.float32)

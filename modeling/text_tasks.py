@@ -41,7 +41,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import check_integer, check_number
+from core.arguments import FieldError, check_integer, check_number
 from core.record_schema import ENCODER_INPUTS
 from modeling.task_preprocessor import TaskPreprocessor
 from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
@@ -55,6 +55,12 @@ from training.resume import ResumeFolder, SaveCheckpoints
 from training.training_logs import LogScalars
 
 AUTO = "auto"
+
+
+def refuse_both_weights(sample_weight: Any) -> None:
+    """Keras refuses `class_weight` beside `sample_weight` only once it builds the dataset."""
+    if sample_weight is not None:
+        raise FieldError("{class_weight} and {sample_weight} both weigh the examples: give one")
 
 
 class TextTask(keras.Model):
@@ -142,6 +148,10 @@ class TextTask(keras.Model):
             learning rate every `log_freq` steps under `log_dir/train`, each
             epoch's validation scores under `log_dir/validation`.
           log_freq: steps between those points (the last step is logged too).
+
+        `class_weight` (Keras') is checked first: {class: weight} for the
+        classes of a single-label classifier, by index or by label name, each
+        weight a finite number >= 0 (`training.class_weights.check_class_weight`).
         """
         batch_size = optional_count("batch_size", batch_size)
         epochs = check_integer("epochs", epochs)
@@ -151,6 +161,9 @@ class TextTask(keras.Model):
             "log_freq", log_freq)
         resume_dir = folder_argument("resume_dir", resume_dir)
         log_dir = folder_argument("log_dir", log_dir)
+        if kwargs.get("class_weight") is not None:
+            kwargs["class_weight"] = self._class_weight_checked(kwargs["class_weight"],
+                                                                sample_weight)
         if initial_epoch >= epochs:
             raise ValueError(f"initial_epoch={initial_epoch} is not below epochs={epochs}: "
                              "fit would train nothing (epochs is the index of the epoch to "
@@ -219,6 +232,13 @@ class TextTask(keras.Model):
         if diverged is not None:
             raise diverged
         return history
+
+    def _class_weight_checked(self, class_weight: Any, sample_weight: Any) -> dict[int, float]:
+        """`fit`'s `class_weight` as {class index: weight}; a model that has no classes of a
+        single-label head to weigh refuses it (`BertClassifier` has them)."""
+        refuse_both_weights(sample_weight)
+        raise FieldError("{class_weight} weighs the classes of a single-label classifier; "
+                         "{0} has none: give sample_weight instead", type(self).__name__)
 
     def _split_off_validation(self, columns: tuple, count: int, validation_split: float,
                               batch_size: int | None) -> tuple[tuple, int, tf.data.Dataset]:

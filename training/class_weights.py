@@ -12,17 +12,22 @@ example of it is ever weighed.
 
 The spec is one string, so a command line and a settings file carry it
 alike: `balanced`, or `label:weight` pairs separated by commas
-(`neg:1,pos:4`), labels named as the task names them.
+(`neg:1,pos:4`), labels named as the task names them. From Python, the
+task models' `fit(class_weight={...})` is checked by the same rule
+(`check_class_weight`): Keras itself takes a negative weight (which
+maximises that class's loss), a NaN one (which stops training at its first
+step) and a class the model does not have (which it drops) without a word.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from core.arguments import FieldError
+from core.arguments import FieldError, is_integer, is_number
 
 BALANCED = "balanced"
 
@@ -60,6 +65,50 @@ def parse_class_weights(spec: str, field: str = "class_weights") -> dict[str, fl
         raise FieldError(f"{{{field}}}={{0}} weighs every label 0: nothing would be learned",
                          spec)
     return weights
+
+
+def check_class_weight(class_weight: Any, num_labels: int,
+                       label_names: Sequence[str] | None = None) -> dict[int, float]:
+    """Keras' `class_weight` as {class index: weight} over every class, if it weighs classes
+    the model has.
+
+    Each key is a class index in [0, num_labels) or one of `label_names`
+    (a class given both ways is refused); each weight a finite number >= 0,
+    and some class weighs more than 0. A class left out weighs 1, as in Keras.
+
+    Args:
+      class_weight: what the caller gave `fit`.
+      num_labels: the classifier's number of classes.
+      label_names: the classifier's names for them, or None.
+    """
+    if not isinstance(class_weight, Mapping) or not class_weight:
+        raise FieldError("{class_weight} must be a dict {{class: weight}} naming at least one "
+                         "class, got {0!r}", class_weight)
+    classes = (f"class indices 0 to {num_labels - 1}"
+               + (f" or the names {', '.join(map(repr, label_names))}" if label_names else ""))
+    lookup = {name: index for index, name in enumerate(label_names or ())}
+    weights: dict[int, float] = {}
+    for key, weight in class_weight.items():
+        if is_integer(key) and 0 <= key < num_labels:
+            index = int(key)
+        elif isinstance(key, str) and key in lookup:
+            index = lookup[key]
+        else:
+            raise FieldError(f"{{class_weight}} names class {{0!r}}, which the model does not "
+                             f"have: it takes {classes}", key)
+        if not is_number(weight) or weight < 0:
+            raise FieldError("{class_weight}: the weight of class {0!r} is {1!r}; a weight is "
+                             "a finite number >= 0", key, weight)
+        if index in weights:
+            raise FieldError("{class_weight} weighs class {0} twice (by index and by name)",
+                             index)
+        weights[index] = float(weight)
+    if not any(weights.values()) and len(weights) == num_labels:
+        raise FieldError("{class_weight}={0!r} weighs every class it names 0 and leaves none "
+                         "out: nothing would be learned", class_weight)
+    # Every class, since Keras' dataset path looks a label up in a table as long as the
+    # largest key given, and fails on a label past it.
+    return {index: weights.get(index, 1.0) for index in range(num_labels)}
 
 
 def balanced_class_weights(label_ids: Sequence[int], num_labels: int) -> list[float]:

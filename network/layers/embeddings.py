@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from network.layers.dropout import Dropout
+from network.layers.input_checks import checked_ids
 from network.layers.settings import ConfigurableLayer
 
 
@@ -50,8 +52,12 @@ class BertEmbeddings(ConfigurableLayer):
         if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
             raise ValueError(f"input_ids has {seq_length} positions but the model has only "
                              f"max_position_embeddings={self.max_position_embeddings}")
-        embeddings = (ops.take(self.word_embeddings, input_ids, axis=0)
-                      + ops.take(self.token_type_embeddings, segment_ids, axis=0)
+        # `tf.gather`, not `ops.take`, which reads a negative id from the end of the table.
+        input_ids = checked_ids(input_ids, self.vocab_size, "input_ids", "vocab_size")
+        segment_ids = checked_ids(segment_ids, self.type_vocab_size, "segment_ids",
+                                  "type_vocab_size")
+        embeddings = (tf.gather(self.word_embeddings, input_ids)
+                      + tf.gather(self.token_type_embeddings, segment_ids)
                       + ops.expand_dims(self.position_embeddings[:seq_length], 0))
         embeddings = self.layer_norm(embeddings)
         return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)

@@ -112,6 +112,32 @@ class OwnerTest(tf.test.TestCase, parameterized.TestCase):
             json.dump({"task": "ner:fine_tune", "config": _CONFIG}, writer)
         run_folder.check_owner(folder, "squad", {**_CONFIG, "hidden_size": 64})
 
+    def _claim_then_fail(self, folder: str) -> None:
+        with self.assertRaisesRegex(ValueError, "refused"):
+            with run_folder.removed_unless_used(folder):
+                os.makedirs(folder, exist_ok=True)
+                run_folder.claim(folder, "squad", _CONFIG)
+                raise ValueError("refused")
+
+    def test_a_failed_run_removes_the_folder_it_made_and_nothing_else(self):
+        root = self.get_temp_dir()
+        made = os.path.join(root, "new", "deeper", "run")
+        self._claim_then_fail(made)
+        self.assertEqual(os.listdir(root), [])  # "new" and "deeper" were made for the run too
+        had = os.path.join(root, "had")
+        os.mkdir(had)
+        self._claim_then_fail(had)  # the user's folder stays, with the stamp of the attempt
+        self.assertTrue(os.path.isdir(had))
+        with_work = os.path.join(root, "with_work")
+        with self.assertRaisesRegex(ValueError, "refused"):
+            with run_folder.removed_unless_used(with_work):
+                os.makedirs(os.path.join(with_work, "logs"))
+                raise ValueError("refused")
+        self.assertEqual(os.listdir(with_work), ["logs"])  # work is kept for a resume
+        with run_folder.removed_unless_used(os.path.join(root, "done")):
+            os.mkdir(os.path.join(root, "done"))
+        self.assertTrue(os.path.isdir(os.path.join(root, "done")))
+
     def _unstamped(self, *markers: str, config: dict | None = None) -> str:
         folder = self.get_temp_dir()
         for marker in markers:

@@ -22,6 +22,7 @@ from network.checkpoints import export_google_checkpoint
 from network.config import BertConfig
 from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
 from tests.modeling.tiny_folder import tiny_folder
+from tests.network.test_input_checks import BAD_INPUTS, with_bad_value
 
 TEXTS = ["the film was unbelievable", "a dull plot", "", "john lives in paris ! the cat sat"]
 SECONDS = ["a fine film", "", "the acting", "boring"]
@@ -111,6 +112,21 @@ class ClassifierExportTest(TestCase):
             expected = raw.signatures[name](**texts)["probabilities"]
             self.assertAllClose(numeric(**ids)["probabilities"], expected, atol=1e-6, rtol=0)
         self.assertEqual(self.ids["input_ids"].shape[0], len(TEXTS))
+
+    def test_ids_outside_their_tables_are_refused_by_every_served_model(self):
+        """The numeric SavedModel (float and int8) fails naming the input; LiteRT, whose
+        converter drops Assert ops, fails its gather: none answers for another id."""
+        interpreter = tf.lite.Interpreter(model_path=str(self.lite / "model.tflite"))
+        runner = interpreter.get_signature_runner("serving_default")
+        served = [_Numeric(folder / "model" / "1") for folder in (self.float, self.int8)]
+        for case, name, value, message in BAD_INPUTS:
+            bad = with_bad_value(self.ids, name, value)
+            for numeric in served:
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message, msg=case):
+                    numeric(**bad)
+            with self.assertRaisesRegex(RuntimeError, r"\(GATHER\) failed to invoke", msg=case):
+                runner(**bad)
+        self.assertEqual(runner(**self.ids)["logits"].shape, (len(TEXTS), len(LABELS)))
 
     @pytest.mark.slow
     def test_numeric_model_runs_without_tensorflow_text(self):

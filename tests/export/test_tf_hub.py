@@ -158,6 +158,23 @@ class TfHubExportTest(TestCase):
                                         r"\nassertion failed: \[" + re.escape(message)):
                 preprocess.bert_pack_inputs(segments, **arguments)
 
+    def test_encoder_refuses_ids_outside_their_tables(self):
+        """As the numeric exports: id -7 once read word V-7. The message names the encoder's
+        own input names (`input_ids` for TF Hub's `input_word_ids`)."""
+        encoder = tf.saved_model.load(str(self.exported / "encoder"))
+        good = {"input_word_ids": [[2, 5, 6, 3]], "input_mask": [[1, 1, 1, 1]],
+                "input_type_ids": [[0, 0, 0, 0]]}
+        vocab = rf"input_ids holds values outside \[0, {len(VOCAB)}\)"
+        for hub_name, value, message in (
+                ("input_word_ids", -7, vocab), ("input_word_ids", len(VOCAB), vocab),
+                ("input_type_ids", -1, r"segment_ids holds values outside \[0, 2\)"),
+                ("input_mask", 2, "input_mask holds values other than 0 .padding. and 1")):
+            bad = {name: tf.constant(ids, tf.int32) for name, ids in good.items()}
+            bad[hub_name] = tf.tensor_scatter_nd_update(bad[hub_name], [[0, 1]], [value])
+            for call in (encoder, encoder.signatures["serving_default"]):
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                    call(bad) if call is encoder else call(**bad)
+
     def test_encoder_lists_its_variables_and_trains_with_dropout(self):
         encoder = tf.saved_model.load(str(self.exported / "encoder"))
         self.assertNotEmpty(encoder.trainable_variables)

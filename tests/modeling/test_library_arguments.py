@@ -13,11 +13,13 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from core.arguments import FieldError
 from modeling import (BertClassifier, BertConfig, BertMultipleChoice, BertPreprocessor,
                       BertSpanModel, BertTokenTagger, load_config, load_encoder,
                       load_preprocessor)
 from tests.fixtures import TestCase, tiny_config
 from tests.modeling.tiny_folder import tiny_folder
+from tests.network.test_input_checks import BAD_INPUTS, packed, with_bad_value
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot"]
 LABELS = [1, 0, 1, 0]
@@ -169,6 +171,44 @@ class LabelsTest(_TinyFolderTest):
             self.classifier.fit(TEXTS, LABELS, sample_weight=weights, verbose=0)
 
 
+class ClassWeightTest(_TinyFolderTest):
+    """Keras trains on each of these: a negative weight maximises its class's loss, an
+    unknown class is dropped, NaN stops the run at step 1 as a divergence."""
+
+    @parameterized.parameters(
+        ({0: -1.0, 1: 1.0}, "class_weight: the weight of class 0 is -1.0; a weight is a "
+                            "finite number >= 0"),
+        ({0: 1, 1: 1, 5: 2}, "class_weight names class 5, which the model does not have: it "
+                             "takes class indices 0 to 1"),
+        ({0: float("nan"), 1: 1}, "class_weight: the weight of class 0 is nan"),
+    )
+    def test_fit_refuses_weights_before_any_step(self, class_weight, message):
+        steps = int(self.classifier.optimizer.iterations)
+        with self.assertRaisesRegex(FieldError, message):
+            self.classifier.fit(TEXTS, LABELS, class_weight=class_weight, verbose=0)
+        self.assertEqual(int(self.classifier.optimizer.iterations), steps)
+
+    def test_weights_by_label_name_train_and_leave_no_class_out(self):
+        named = BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=16,
+                                               label_names=["neg", "pos"])
+        named.compile()
+        # {1: 0}: Keras' own table would stop at class 1 and fail on a label 1 in the graph.
+        for class_weight in ({"neg": 1, "pos": 4}, {0: 0}):
+            history = named.fit(TEXTS, ["pos", "neg", "pos", "neg"], class_weight=class_weight,
+                                epochs=1, verbose=0)
+            self.assertTrue(np.isfinite(history.history["loss"][-1]))
+
+    def test_models_without_single_label_classes_refuse_class_weight(self):
+        message = "class_weight weighs the classes of a single-label classifier; "
+        with self.assertRaisesRegex(FieldError, message + r"this one is a regression"):
+            self.regression.fit(TEXTS, [0.1, 0.2, 0.3, 0.4], class_weight={0: 1}, verbose=0)
+        with self.assertRaisesRegex(FieldError, message + "BertTokenTagger has none"):
+            self.tagger.fit(SENTENCES, TAGS, class_weight={0: 1}, verbose=0)
+        with self.assertRaisesRegex(FieldError, "class_weight and sample_weight both weigh"):
+            self.classifier.fit(TEXTS, LABELS, class_weight={0: 1}, sample_weight=[1] * 4,
+                                verbose=0)
+
+
 class EmptyInputsTest(_TinyFolderTest):
 
     def test_predicting_nothing_gives_an_empty_result_of_the_outputs_shape(self):
@@ -184,6 +224,13 @@ class EmptyInputsTest(_TinyFolderTest):
         packed = {key: np.zeros((0, 8), np.int32)
                   for key in ("input_ids", "input_mask", "segment_ids")}
         self.assertEqual(self.classifier.predict(packed, verbose=0).shape, (0, 2))
+
+    def test_predict_on_packed_ids_refuses_ids_outside_their_tables(self):
+        for case, name, value, message in BAD_INPUTS:
+            bad = with_bad_value(packed(), name, value)
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message, msg=case):
+                self.classifier.predict(bad, verbose=0)
+        self.assertEqual(self.classifier.predict(packed(), verbose=0).shape, (2, 2))
 
     def test_sentences_without_words_are_tagged_with_nothing(self):
         self.assertEqual(self.tagger.predict_labels([[]]), [[]])

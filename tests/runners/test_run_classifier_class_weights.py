@@ -12,12 +12,18 @@ from tests.runners.test_run_classifier import BAD, GOOD, Sst2FolderTestCase, _ar
 class ClassWeightsFlagTest(Sst2FolderTestCase):
 
     def _refused(self, message, **flags) -> None:
+        output = self.tmp_path() / "new_output"
         with self.assertRaisesRegex(ValueError, re.escape(message)):
-            run_main("run_classifier.py", _arguments(self.sst2, self.tmp_path(), **flags))
+            run_main("run_classifier.py", _arguments(self.sst2, output, **flags))
+        self.assertFalse(output.exists())  # made by the run, removed with its refusal
 
     def test_bad_weights_are_refused_naming_the_flag(self):
         self._refused("--class_weights names 'maybe', not among the task's labels 0, 1",
                       class_weights="1:2,maybe:3")
+        self._refused("--class_weights names '5', not among the task's labels 0, 1",
+                      class_weights="0:1,1:1,5:2")
+        self._refused("--class_weights: the weight of '0' is '-1.0'; a weight is a finite "
+                      "number >= 0", class_weights="0:-1.0,1:1.0")
         self._refused("--class_weights: the weight of '1' is '-1'; a weight is a finite "
                       "number >= 0", class_weights="1:-1")
         self._refused("--class_weights: the weight of '1' is 'nan'", class_weights="1:nan")

@@ -1,10 +1,14 @@
-"""training.class_weights: the spec read and refused, balanced weights."""
+"""training.class_weights: the spec read and refused, balanced weights, fit's dict checked."""
 
+import math
+
+import numpy as np
 from absl.testing import parameterized
 
+from core.arguments import FieldError
 from tests.fixtures import TestCase
-from training.class_weights import (BALANCED, balanced_class_weights, parse_class_weights,
-                                    resolve_class_weights)
+from training.class_weights import (BALANCED, balanced_class_weights, check_class_weight,
+                                    parse_class_weights, resolve_class_weights)
 
 
 class ClassWeightsTest(TestCase, parameterized.TestCase):
@@ -42,3 +46,34 @@ class ClassWeightsTest(TestCase, parameterized.TestCase):
         self.assertAllClose(weights, [8 / 18, 8 / 6, 1.0])
         self.assertAllClose(resolve_class_weights("balanced", ["a", "b"], [0, 0, 0, 1]),
                             [4 / 6, 4 / 2])
+
+
+class CheckClassWeightTest(TestCase, parameterized.TestCase):
+    """`fit(class_weight=...)`: Keras takes each of these without a word."""
+
+    def test_indices_and_names_give_every_class_its_weight(self):
+        self.assertEqual(check_class_weight({1: 4}, 3), {0: 1.0, 1: 4.0, 2: 1.0})
+        self.assertEqual(check_class_weight({"pos": 4, np.int64(0): 0.5}, 2, ["neg", "pos"]),
+                         {0: 0.5, 1: 4.0})
+        self.assertEqual(check_class_weight({0: 0}, 2), {0: 0.0, 1: 1.0})  # 1 still learns
+
+    @parameterized.parameters(
+        ({0: -1.0, 1: 1.0}, "class_weight: the weight of class 0 is -1.0; a weight is a "
+                            "finite number >= 0"),
+        ({0: math.nan, 1: 1}, "class_weight: the weight of class 0 is nan"),
+        ({0: 1, 1: math.inf}, "class_weight: the weight of class 1 is inf"),
+        ({0: "2", 1: 1}, "class_weight: the weight of class 0 is '2'"),
+        ({0: 1, 1: 1, 5: 2}, "class_weight names class 5, which the model does not have: it "
+                             "takes class indices 0 to 1 or the names 'neg', 'pos'"),
+        ({-1: 1}, "class_weight names class -1, which the model does not have"),
+        ({True: 1}, "class_weight names class True"),
+        ({"maybe": 1}, "class_weight names class 'maybe'"),
+        ({"pos": 1, 1: 2}, "class_weight weighs class 1 twice"),
+        ({0: 0, 1: 0.0}, r"class_weight=\{0: 0, 1: 0.0\} weighs every class it names 0"),
+        ({}, r"class_weight must be a dict \{class: weight\} naming at least one class, "
+             r"got \{\}"),
+        ([1.0, 2.0], r"class_weight must be a dict .* got \[1.0, 2.0\]"),
+    )
+    def test_refused_naming_class_weight_and_the_value(self, class_weight, message):
+        with self.assertRaisesRegex(FieldError, message):
+            check_class_weight(class_weight, 2, ["neg", "pos"])
