@@ -16,10 +16,13 @@ import statistics
 import sys
 from pathlib import Path
 
-import matplotlib
+from core import extras
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+with extras.needed("experiments"):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
 from core.atomic import write_atomically  # noqa: E402
 from experiments import provenance  # noqa: E402

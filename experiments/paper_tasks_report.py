@@ -14,33 +14,22 @@ checksums), then `paper_tasks.md` and `paper_tasks.png`
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
 import shlex
-import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
 from core.atomic import write_atomically
 from data_prep.corpora.assets import minilm_dir
-from experiments import glue_peer, paper_tasks, paper_tasks_render
+from experiments import glue_peer, paper_tasks, paper_tasks_render, provenance
 from experiments.jobs import Cache, Job
 
 STEM = "paper_tasks"
 # "train: 3667 examples, 0 of them truncated to 128 tokens" (run_classifier.py's log).
 _CONVERTED = re.compile(r"\] (\S+): (\d+) examples, (\d+) of them truncated to (\d+) tokens")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as reader:
-        for block in iter(lambda: reader.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def command_text(cache: Cache, job: Job, placeholders: dict[str, str]) -> str:
@@ -95,7 +84,7 @@ def collect(plan: paper_tasks.Plan, glue_dir: Path, torch_python: str) -> dict:
         folder = glue_dir / cell.task
         entry = {"task": cell.task, "bias_correction": cell.bias_correction,
                  "max_seq_length": cell.max_seq_length, "train_subset": cell.train_subset,
-                 "data": {name: _sha256(folder / name) for name in sorted(os.listdir(folder))
+                 "data": {name: provenance.sha256(folder / name) for name in sorted(os.listdir(folder))
                           if name.endswith(".tsv")}}
         sweep = plan.sweep(cell)
         entry["sweep"] = job_summary(plan.cache, sweep, placeholders)
@@ -106,27 +95,9 @@ def collect(plan: paper_tasks.Plan, glue_dir: Path, torch_python: str) -> dict:
             entry["ours"] = job_summary(plan.cache, ours, placeholders)
             entry["pytorch"] = job_summary(plan.cache, peer, placeholders)
         cells.append(entry)
-    return {"cells": cells, "machine": machine(torch_python), "rates": list(paper_tasks.RATES),
+    return {"cells": cells, "machine": provenance.machine(torch_python), "rates": list(paper_tasks.RATES),
             "fixed_rate": plan.fixed_rate,
             "sweep_seed": paper_tasks.SEED, "seeds": paper_tasks.SEEDS}
-
-
-def machine(torch_python: str) -> dict[str, str]:
-    """The CPU (lscpu's model name and flags) and the versions that made the runs."""
-    info = {}
-    listing = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    for line in listing.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("Model name", "CPU(s)", "Flags"):
-            info[key.strip()] = value.strip()
-    for package in ("tensorflow", "keras", "tensorflow-text"):
-        info[package] = metadata.version(package)
-    if Path(torch_python).is_file():
-        info["torch, transformers (reference)"] = subprocess.run(
-            [torch_python, "-c", "import torch, transformers; "
-             "print(torch.__version__, transformers.__version__)"],
-            capture_output=True, text=True, check=False).stdout.strip()
-    return info
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from core import extras
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+with extras.needed("experiments"):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 import numpy as np  # noqa: E402
 
 from core.atomic import write_atomically  # noqa: E402

@@ -109,17 +109,28 @@ def train(model, tokenizer, request: dict) -> list[list[float]]:
     data, regression = request["train"], request["labels"] is None
     batches = request.get("batches") or batch_order(
         len(data["a"]), request["epochs"], request["batch_size"], request["seed"])
-    every = 1 if request.get("batches") else 50
+
+    def loss_of(rows: list[int]):
+        inputs = encode(tokenizer, data, rows, request["max_seq_length"])
+        labels = torch.tensor([data["y"][i] for i in rows],
+                              dtype=torch.float32 if regression else torch.long)
+        return model(**inputs, labels=labels).loss
+
+    return run_updates(model, request, batches, loss_of, every=1 if request.get("batches") else 50)
+
+
+def run_updates(model, request: dict, batches: list[list[int]], loss_of,
+                every: int = 50) -> list[list[float]]:
+    """The recipe's updates over `batches` (`loss_of(rows)` gives each batch's loss): the
+    request's optimizer, the original schedule, clipping at norm 1.0; [update, loss] every
+    `every` updates and at the last, with a progress line."""
     optimizer = optimizer_for(model, request)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, original_schedule(len(batches), request["warmup_proportion"]))
     model.train()
     curve, started = [], time.monotonic()
     for update, rows in enumerate(batches, start=1):
-        inputs = encode(tokenizer, data, rows, request["max_seq_length"])
-        labels = torch.tensor([data["y"][i] for i in rows],
-                              dtype=torch.float32 if regression else torch.long)
-        loss = model(**inputs, labels=labels).loss
+        loss = loss_of(rows)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -32,7 +32,7 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_glue_finetune import batch_order, optimizer_for, original_schedule  # noqa: E402
+from hf_glue_finetune import batch_order, run_updates  # noqa: E402
 
 NO_LABEL = -100  # PyTorch's ignore_index
 PREDICT_LENGTH = 512  # the model's positions: no sentence is cut when predicting
@@ -55,30 +55,16 @@ def train(model, tokenizer, request: dict) -> list[list[float]]:
     words, tags = request["train"]["words"], request["train"]["tags"]
     label_ids = {label: index for index, label in enumerate(request["labels"])}
     batches = batch_order(len(words), request["epochs"], request["batch_size"], request["seed"])
-    optimizer = optimizer_for(model, request)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, original_schedule(len(batches), request["warmup_proportion"]))
-    model.train()
-    curve, started = [], time.monotonic()
-    for update, rows in enumerate(batches, start=1):
+
+    def loss_of(rows: list[int]):
         inputs, firsts = encode(tokenizer, [words[i] for i in rows], request["max_seq_length"])
         targets = torch.full(inputs["input_ids"].shape, NO_LABEL)
         for row, (index, positions) in enumerate(zip(rows, firsts)):
             for position, tag in zip(positions, tags[index]):
                 targets[row, position] = label_ids[tag]
-        loss = model(**inputs, labels=targets).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        if update % 50 == 0 or update == len(batches):
-            elapsed = time.monotonic() - started
-            curve.append([update, loss.item()])
-            print(f"step {update}/{len(batches)}  "
-                  f"{update * request['batch_size'] / elapsed:.1f} examples/s  loss={loss.item():.4f}"
-                  f"  {elapsed * (len(batches) - update) / update:.0f} s left", flush=True)
-    return curve
+        return model(**inputs, labels=targets).loss
+
+    return run_updates(model, request, batches, loss_of)
 
 
 @torch.no_grad()

@@ -14,7 +14,8 @@ from tests.reference_python import NO_REFERENCE, reference_python, run_reference
 WORDS = ["paris", "rome", "is", "big", "the", "city", "we", "saw"]
 MAKE_MODEL = """
 import json, sys
-import transformers
+import torch, transformers
+torch.manual_seed(1)  # the same random model every run: the test's outcome is fixed
 config = transformers.BertConfig(vocab_size=int(sys.argv[2]), hidden_size=16,
                                  num_hidden_layers=1, num_attention_heads=2,
                                  intermediate_size=32, max_position_embeddings=64)

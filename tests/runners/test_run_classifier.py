@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import logging as absl_logging
 from absl.testing import parameterized
 
 from evaluation.results import read_eval_results
@@ -97,6 +98,9 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
 
     def test_sst2_learns_and_writes_everything(self):
         sst2, tmp_path = self.sst2, self.tmp_path()
+        # absl's INFO lines whatever verbosity an earlier in-process run left behind
+        self.addCleanup(absl_logging.set_verbosity, absl_logging.get_verbosity())
+        absl_logging.set_verbosity(absl_logging.INFO)
         with self.assertLogs(level="INFO") as logs:
             run_main("run_classifier.py", _arguments(sst2, tmp_path))
         counts = [line for line in logs.output if " examples" in line]
