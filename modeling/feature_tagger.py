@@ -50,6 +50,7 @@ from core.record_schema import ENCODER_INPUTS
 from modeling.losses import tagging_loss
 from network.layers.dropout import Dropout
 from network.layers.settings import ConfigurableModel
+from training.divergence import GuardedSteps
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "concat_last_four", "sum_all")
@@ -245,7 +246,7 @@ class FeatureBatches(keras.utils.PyDataset):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class FeatureTagger(ConfigurableModel):
+class FeatureTagger(GuardedSteps, ConfigurableModel):
     """Stacked BiLSTMs over fixed feature vectors, then a linear layer to tag logits.
 
     Inputs: {"features": [batch, seq, width] float, "input_mask": [batch,
@@ -254,6 +255,9 @@ class FeatureTagger(ConfigurableModel):
     window's last real token, not at the padding after it. Trained with
     `fit(x, label_ids)`, where the loss is `tagging_loss`: label -1 (sub-
     tokens past a word's first, [CLS]/[SEP], padding, context) counts nothing.
+    `fit` stops at the first step whose loss or gradients are not finite,
+    without applying it, and raises `FitDiverged` (`training.divergence`), as
+    the fine-tuning models' `fit` does.
 
     Args:
       num_labels: tags.
@@ -295,6 +299,24 @@ class FeatureTagger(ConfigurableModel):
             hidden = self.dropout(bilstm(hidden, mask=mask, training=training),
                                   training=training)
         return ops.cast(self.classifier(hidden), "float32")
+
+    def compile(self, *args, **kwargs):
+        super().compile(*args, **kwargs)
+        self._add_step_guard()
+
+    def fit(self, *args, callbacks=None, **kwargs):
+        """Keras `fit` on the guarded step: a non-finite step is not applied, and ends it with
+        `FitDiverged` naming that step, the weights kept from before it."""
+        if self._step_guard is None:  # not compiled: Keras says so
+            return super().fit(*args, callbacks=callbacks, **kwargs)
+        callbacks = [*(callbacks or []), self._step_guard.start()]
+        try:
+            history = super().fit(*args, callbacks=callbacks, **kwargs)
+        finally:
+            stopped = self._step_guard.finish()
+        if stopped is not None:
+            raise stopped
+        return history
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """`tagging_loss` on `y` = label_ids: the mean over labelled positions only."""

@@ -48,7 +48,7 @@ from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_s
                                      example_count, folder_argument, is_raw_text, kind,
                                      optional_count, rows, split_point)
 from text import truncation
-from training.divergence import StepGuard, guarded_train_step
+from training.divergence import GuardedSteps
 from training.example_order import ExampleOrder, draw_seed, fit_in_order
 from training.optimization import create_optimizer, plan
 from training.resume import ResumeFolder, SaveCheckpoints
@@ -63,7 +63,7 @@ def refuse_both_weights(sample_weight: Any) -> None:
         raise FieldError("{class_weight} and {sample_weight} both weigh the examples: give one")
 
 
-class TextTask(keras.Model):
+class TextTask(GuardedSteps, keras.Model):
     """A task model whose `fit`, `evaluate` and `predict` also take raw text.
 
     The raw text goes through `preprocessor`, the task's `TaskPreprocessor`
@@ -92,9 +92,7 @@ class TextTask(keras.Model):
                               "metrics": self.default_metrics() if metrics == AUTO else metrics,
                               **kwargs}
         super().compile(optimizer=optimizer, **self._compile_args)
-        if getattr(self, "_step_guard", None) is None:  # the training step's record
-            with self.distribute_strategy.scope():
-                self._step_guard = StepGuard()
+        self._add_step_guard()
 
     def get_compile_config(self) -> dict | None:
         # A planned schedule is saved as the plan, not as its placeholder or its last
@@ -269,12 +267,6 @@ class TextTask(keras.Model):
         if getattr(self, "_plan_schedule", False):
             return {"optimizer": AUTO, **self._recipe}
         return {"optimizer": type(self.optimizer).__name__}
-
-    def train_step(self, data):
-        guard = getattr(self, "_step_guard", None)
-        if guard is None:  # compiled by keras.Model.compile, not by this class
-            return super().train_step(data)
-        return guarded_train_step(self, data, guard)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         batch_size = optional_count("batch_size", batch_size)

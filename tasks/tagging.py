@@ -34,6 +34,7 @@ from network.model_folder import save_labels
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.model_files import FROZEN_ENCODER, ModelNeeds, ResolvedModel
 from training import finetuning, loop
+from training.divergence import FitDiverged, diverged
 from training.configs import OptimizationConfig
 
 # The BiLSTM trains from scratch: the fine-tuning default rate is far too low for it.
@@ -260,17 +261,18 @@ class FeatureTagging(Tagging):
 
     def train(self, model: keras.Model, optimization: OptimizationConfig, seed: int,
               output_dir: str) -> int:
-        """Adam for whole epochs; a non-finite loss stops the run as diverged."""
+        """Adam for whole epochs; a step whose loss or gradients are not finite stops the run as
+        diverged, the weights kept from before it."""
         epochs, rate = int(optimization.num_train_epochs), optimization.learning_rate
         logging.info("Training the BiLSTM tagger: %d epochs, Adam at learning rate %g", epochs,
                      rate)
         model.compile(optimizer=keras.optimizers.Adam(rate))
-        history = model.fit(self.batches("train", self.training.train_batch_size, seed),
-                            epochs=epochs, verbose=2, callbacks=[keras.callbacks.TerminateOnNaN()])
-        step = int(model.optimizer.iterations.numpy())
-        if not np.isfinite(history.history["loss"]).all():
-            raise loop.TrainingDiverged(step, None, "the loss is not finite")
-        return step
+        try:
+            model.fit(self.batches("train", self.training.train_batch_size, seed), epochs=epochs,
+                      verbose=2)
+        except FitDiverged as error:  # that step was not applied; nothing was saved
+            raise diverged(error.step, f"loss={error.loss:.6g}", None) from None
+        return int(model.optimizer.iterations.numpy())
 
     def save(self, model: keras.Model) -> list[str]:
         weights = os.path.join(self.training.output_dir, FEATURE_WEIGHTS)

@@ -8,10 +8,12 @@ test (`finite_update`) and with the same error (`TrainingDiverged`, whose
 
 - the runners' loop (`training.loop`) stops after the call it happened in
   and saves nothing from then on, so its last checkpoint is the last good one;
-- the task models' `fit` applies an update only while the loss and the
-  gradients are finite, so a bad step leaves the weights (and the
-  optimizer's moments) as the last good step left them, and `fit` raises
-  `FitDiverged` naming it.
+- the task models' `fit` (and the feature-based tagger's) applies an
+  update only while the loss and the gradients are finite, so a bad step
+  leaves the weights (and the optimizer's moments) as the last good step
+  left them, and `fit` raises `FitDiverged` naming it.
+
+Every other stop is worded by one factory, `diverged`.
 
 Per step this costs one global norm of the gradients (a single read of
 each, against the optimizer's several passes over them) and, in the
@@ -49,6 +51,27 @@ class TrainingDiverged(ValueError):
         self.step = step
         self.last_good_checkpoint = last_good_checkpoint
         super().__init__(message)
+
+
+def diverged(step: int, what: str, last_good_checkpoint: str | None) -> TrainingDiverged:
+    """The error for a run that diverged at `step` because of `what`, saying what a rerun
+    resumes from: the one wording of every trainer but `fit`'s own step (`FitDiverged`).
+
+    Args:
+      step: the step (or optimizer update) it stopped at, counted from 1.
+      what: what was not finite, e.g. "loss=nan".
+      last_good_checkpoint: the newest checkpoint saved before it, or None.
+
+    Examples:
+
+    >>> raise diverged(12, "loss=nan", "out/ckpt-10")
+    """
+    kept = (f"the last good checkpoint, {last_good_checkpoint}, is kept and a rerun "
+            "resumes from it" if last_good_checkpoint
+            else "no checkpoint was written before it")
+    return TrainingDiverged(step, f"training diverged at step {step}: {what}; {kept}; lower the "
+                            "learning rate (or check the input data) and rerun",
+                            last_good_checkpoint)
 
 
 class FitDiverged(TrainingDiverged):
@@ -187,6 +210,28 @@ class EveryFewSteps(keras.callbacks.Callback):
 
     def act(self, step: int, logs: dict) -> None:
         raise NotImplementedError
+
+
+class GuardedSteps:
+    """A Keras model mixin: once it has a `StepGuard`, it trains on `guarded_train_step`.
+
+    Put it before `keras.Model` among the bases and call
+    `_add_step_guard()` when the model is compiled; a model compiled
+    without one trains on Keras' own step. The `fit` that runs the steps
+    starts and finishes the guard's record (`StepGuard.start`, `finish`).
+    """
+
+    _step_guard: StepGuard | None = None
+
+    def _add_step_guard(self) -> None:
+        if self._step_guard is None:  # one per model: the compiled step captures its variables
+            with self.distribute_strategy.scope():
+                self._step_guard = StepGuard()
+
+    def train_step(self, data):
+        if self._step_guard is None:
+            return super().train_step(data)
+        return guarded_train_step(self, data, self._step_guard)
 
 
 def guarded_train_step(model: keras.Model, data, guard: StepGuard) -> dict:

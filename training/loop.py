@@ -7,15 +7,13 @@ pre-training is a multi-worker job. This loop is `strategy.run` over a
 device, several GPUs, several workers and TPUs.
 
 Resuming: the model's weights, the optimizer (slots and update counter,
-which drives the learning-rate schedule) and a step counter live in one
-`tf.train.CheckpointManager`. The caller restores the newest checkpoint
+which drives the learning-rate schedule), a step counter and the dropout
+layers' random state are the run's `training.state.TrainingState`, the
+same as `fit`'s. The caller restores the newest checkpoint
 (`Trainer.restore_newest_checkpoint`, before training or saving) and skips
-the batches already consumed, so a seeded input pipeline
-continues at the batch where the run stopped. The dropout layers' random
-state is saved too, so a resumed run draws the same masks and ends with the
-same weights, bit for bit, as one that never stopped. A checkpoint is
-complete or absent: TensorFlow writes the `checkpoint` index file last, and
-the temporary files of a save cut short are removed at the next start.
+the batches already consumed, so a seeded input pipeline continues at the
+batch where the run stopped and ends with the same weights, bit for bit,
+as one that never stopped.
 
 A non-finite loss or gradient norm stops training with `TrainingDiverged`
 at the end of the `tf.function` call it happened in, before anything is
@@ -31,8 +29,6 @@ TensorBoard under `<output_dir>/logs/train`.
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import sys
 import time
 from typing import Callable
@@ -41,27 +37,16 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from core import atomic, faults
 from core.arguments import check_integer
-from core.framework import seed_generator_states
-from network.checkpoints import training_checkpoint
-from training.divergence import TrainingDiverged, all_finite, finite_update
-from training.resume import remove_save_leftovers, restore_checkpoint
+# TrainingDiverged: what `Trainer.train` and `Trainer.save` raise, caught as loop.TrainingDiverged.
+from training.divergence import TrainingDiverged, all_finite, diverged, finite_update  # noqa: F401
+from training.state import TrainingState
 from training.training_logs import write_scalars
 
 # features, outputs -> {"loss": scalar, other scalars to log}
 LossFunction = Callable[[dict, object], dict]
 # features, outputs -> {metric: (weighted sum, total weight)}
 MetricFunction = Callable[[dict, object], dict]
-
-def _diverged(step: int, last_good_checkpoint: str | None, what: str) -> TrainingDiverged:
-    """The error for a run that diverged at `step`, saying what a rerun resumes from."""
-    kept = (f"the last good checkpoint, {last_good_checkpoint}, is kept and a rerun "
-            "resumes from it" if last_good_checkpoint
-            else "no checkpoint was written before it")
-    return TrainingDiverged(step, f"training diverged at step {step}: {what}; {kept}; lower the "
-                            "learning rate (or check the input data) and rerun",
-                            last_good_checkpoint)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -98,28 +83,15 @@ class Trainer:
         self.loss_fn = loss_fn
         self.jit_compile = jit_compile
         self.chief = is_chief(strategy)
-        self._chief_checkpoint_dir = checkpoint_dir
-        if not self.chief:  # saving is collective; other workers write to scratch space
-            task_id = int(strategy.cluster_resolver.task_id)
-            checkpoint_dir = os.path.join(checkpoint_dir, f".worker-{task_id}")
-        self.checkpoint_dir = checkpoint_dir
-        if self.chief:  # the only writer here, and it has not written anything yet
-            remove_save_leftovers(checkpoint_dir)
-            atomic.remove_dead_temporaries(checkpoint_dir)
         optimizer.build(model.trainable_variables)
-        self.step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        # Saving is collective; workers other than the chief write to scratch space.
+        self.state = TrainingState(
+            checkpoint_dir, model, optimizer, max_to_keep=max_to_keep,
+            steps_per_update=steps_per_update,
+            worker=None if self.chief else int(strategy.cluster_resolver.task_id))
+        self.step_counter = self.state.step
         self._steps_per_update = steps_per_update
-        # Not among the weights, but without them a resumed run draws other dropout masks
-        # than the run it continues. Saved by position: their names carry a per-process counter.
-        self._dropout_seeds = seed_generator_states(model)
-        self.checkpoint = training_checkpoint(model, optimizer=optimizer, step=self.step_counter,
-                                              dropout_seeds=self._dropout_seeds)
-        saved = [*model.checkpoint_variables().values(), *optimizer.variables]
-        self._saved_floats = [v for v in saved if keras.backend.is_float_dtype(v.dtype)]
-        self._all_finite = tf.function(lambda: all_finite(self._saved_floats))
-        self.manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_dir,
-                                                  max_to_keep=max_to_keep)
         self._restore_step_taken = False
         self._restored_from: str | None = None
         self._train_function = None
@@ -134,13 +106,7 @@ class Trainer:
         if self._restore_step_taken:
             raise RuntimeError("restore_newest_checkpoint was already called for this Trainer "
                                f"(it restored {self._restored_from})")
-        newest = self.manager.latest_checkpoint
-        if self.chief:
-            faults.note_resume_point(f"the newest checkpoint is {newest}"
-                                     if newest else "no checkpoint was saved yet")
-        if newest:
-            restore_checkpoint(self._restorable_checkpoint(newest), newest, self.checkpoint_dir,
-                               "pass another folder")
+        newest = self.state.restore()
         self._restore_step_taken = True
         self._restored_from = newest
         return newest
@@ -157,20 +123,6 @@ class Trainer:
                                "call it first, so that a run in a folder holding checkpoints "
                                "continues from them instead of overwriting them")
 
-    def _restorable_checkpoint(self, path: str) -> tf.train.Checkpoint:
-        """The checkpoint object to restore the checkpoint at `path` into.
-
-        Checkpoints written before the dropout state was saved still resume:
-        everything else is restored, and the dropout masks start afresh (so
-        that one run is not bit-identical to an uninterrupted one).
-        """
-        saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
-        if not self._dropout_seeds or "dropout_seeds" in saved:
-            return self.checkpoint
-        logging.warning("%s holds no dropout random state (written by an older version); "
-                        "resuming with fresh dropout masks", path)
-        return training_checkpoint(self.model, optimizer=self.optimizer, step=self.step_counter)
-
     @property
     def step(self) -> int:
         return int(self.step_counter.numpy())
@@ -182,24 +134,7 @@ class Trainer:
         can overflow while the loss and the weights stay finite.
         """
         self._require_restore_step("save")
-        if not bool(self._all_finite()):
-            raise _diverged(self._update(self.step), self._last_good_checkpoint(),
-                            "the weights or optimizer slots hold non-finite values")
-        try:
-            saved = self.manager.save(checkpoint_number=self.step)
-        except BaseException as error:
-            # A save cut short (a full disk, Ctrl-C) would leave ckpt-N_temp/ until the next start.
-            remove_save_leftovers(self.checkpoint_dir)
-            no_room = faults.no_room_error(error)
-            if no_room is None:
-                raise
-            # Named as the checkpoint, not as the temporary file TensorFlow was writing.
-            raise OSError(no_room.errno, no_room.strerror, os.path.join(
-                self._chief_checkpoint_dir, f"ckpt-{self.step}")) from None
-        if self.chief:
-            faults.note_resume_point(f"the newest checkpoint is {saved}")
-        else:
-            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+        self.state.save(self.step)
 
     def _replica_step(self, features):
         replicas = self.strategy.num_replicas_in_sync
@@ -256,23 +191,18 @@ class Trainer:
         iterator = iter(dataset)
         while self.step < total_steps:
             steps = min(steps_per_loop, total_steps - self.step)
-            logs, diverged, norm, weights_finite = self._train_function(iterator,
-                                                                        tf.constant(steps))
+            logs, stopped, norm, weights_finite = self._train_function(iterator,
+                                                                       tf.constant(steps))
             logs = {key: float(value) for key, value in logs.items()}
-            if bool(diverged) or not bool(weights_finite):
+            if bool(stopped) or not bool(weights_finite):
                 what = f"loss={logs['loss']:.6g}"
-                if not bool(diverged):
+                if not bool(stopped):
                     what += ", but the update made the weights non-finite"
                 elif not math.isfinite(float(norm)):
                     what += ", non-finite gradients"
-                raise _diverged(self._update(self.step), self._last_good_checkpoint(), what)
+                raise diverged(self._update(self.step), what, self.state.newest)
             for callback in callbacks:
                 callback(self.step, logs)
-
-    def _last_good_checkpoint(self) -> str | None:
-        """The newest checkpoint, named where the chief keeps it (workers' copies are scratch)."""
-        latest = self.manager.latest_checkpoint
-        return latest and os.path.join(self._chief_checkpoint_dir, os.path.basename(latest))
 
     def _update(self, step: int) -> int:
         """The optimizer update a batch count falls in, as the runners number their steps."""

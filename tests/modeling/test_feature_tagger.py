@@ -19,6 +19,7 @@ from modeling.feature_tagger import (
     write_features,
 )
 from network.encoder import BertEncoder
+from training.divergence import FitDiverged
 from tests.fixtures import TINY_CONFIG, TestCase, tiny_config
 
 HIDDEN = TINY_CONFIG["hidden_size"]
@@ -136,6 +137,26 @@ class FeatureTaggerTest(TestCase, parameterized.TestCase):
         expected = np.mean([np.log1p(np.exp(-3.0)), np.log1p(np.exp(-9.0))])
         self.assertAllClose(float(tagger.compute_loss(y=labels, y_pred=logits)),
                             expected, rtol=1e-5, atol=0)
+
+    def test_fit_stops_at_a_non_finite_step_keeping_the_weights_from_before_it(self):
+        keras.utils.set_random_seed(2)
+        features = np.random.default_rng(0).normal(size=(8, 5, 6)).astype(np.float32)
+        features[5, 2, 1] = np.nan  # the third batch of two
+        batches = FeatureBatches(features, np.ones((8, 5), np.int32),
+                                 np.zeros((8, 5), np.int32), batch_size=2)
+        tagger = FeatureTagger(num_labels=3, lstm_units=4, dropout=0.0)
+        tagger.compile(optimizer=keras.optimizers.Adam(0.01))
+        tagger.fit(FeatureBatches(features[:4], np.ones((4, 5), np.int32),
+                                  np.zeros((4, 5), np.int32), batch_size=2), verbose=0)
+        before = [weight.numpy().copy() for weight in tagger.weights]
+        tagger.optimizer.iterations.assign(0)
+        with self.assertRaisesRegex(FitDiverged, r"^fit stopped at step 3 .*loss=nan") as caught:
+            tagger.fit(batches, epochs=2, verbose=0)
+        self.assertEqual(caught.exception.step, 3)
+        self.assertEqual(int(tagger.optimizer.iterations.numpy()), 2)  # steps 1 and 2 applied
+        for weight in tagger.weights:
+            self.assertTrue(np.isfinite(weight.numpy()).all(), weight.path)
+        self.assertNotAllClose(tagger.weights[0].numpy(), before[0])
 
     def test_batches_cover_every_row_reshuffled_each_epoch_or_in_order(self):
         features = np.arange(20 * 3 * 2, dtype=np.float32).reshape(20, 3, 2)

@@ -12,16 +12,17 @@ from tasks.driver import sweep
 from tasks.tagging import FeatureTagging, Split, TaggingData, TaggingTask
 from tests.fixtures import TestCase
 from training.configs import OptimizationConfig, TrainingConfig
+from training.divergence import TrainingDiverged
 
 pytestmark = pytest.mark.slow  # two Keras fits of a BiLSTM
 
 
 class FeatureSweepTest(TestCase):
 
-    def _hooks(self, features: np.ndarray) -> FeatureTagging:
+    def _hooks(self, features: np.ndarray, rates=(1e-2, 3e-2)) -> FeatureTagging:
         output_dir = str(self.tmp_path())
         task = TaggingTask(output_dir, mode="feature_based", do_train=True, do_eval=True,
-                           lstm_units=4, learning_rates=(1e-2, 3e-2))
+                           lstm_units=4, learning_rates=rates)
         hooks = FeatureTagging(task, None, TrainingConfig(output_dir, max_seq_length=8,
                                                           train_batch_size=4),
                                tf.distribute.get_strategy())
@@ -46,6 +47,20 @@ class FeatureSweepTest(TestCase):
             rows = list(csv.DictReader(reader, delimiter="\t"))
         self.assertEqual([(row["learning_rate"], row["dev_score"], row["chosen"])
                           for row in rows], [("0.01", "nan", ""), ("0.03", "nan", "")])
+
+
+    def test_a_lone_run_that_diverges_says_where_in_a_sentence(self):
+        features = np.random.default_rng(0).normal(size=(8, 8, 6)).astype(np.float32)
+        features[5, 2, 1] = np.nan  # the second batch of four
+        hooks = self._hooks(features, rates=(1e-2,))
+        with self.assertRaises(TrainingDiverged) as caught:
+            sweep(hooks, OptimizationConfig(num_train_epochs=2))
+        self.assertIn(caught.exception.step, (1, 2))  # the batches are shuffled
+        self.assertIsNone(caught.exception.last_good_checkpoint)
+        self.assertEqual(str(caught.exception),
+                         f"training diverged at step {caught.exception.step}: loss=nan; no "
+                         "checkpoint was written before it; lower the learning rate (or check "
+                         "the input data) and rerun")
 
 
 if __name__ == "__main__":
