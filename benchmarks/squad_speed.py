@@ -42,10 +42,10 @@ from data_prep.datasets.squad_features import convert_examples_to_features  # no
 from data_prep.datasets.squad_features import features_to_arrays
 from modeling.span_model import BertSpanModel  # noqa: E402
 from network.config import BertConfig  # noqa: E402
+from tasks.batch_prediction import predict  # noqa: E402
 from tasks.squad_predictions import RawResult  # noqa: E402
 from tasks.squad_predictions import compute_predictions
 from text.tokenization import FullTokenizer  # noqa: E402
-from training.finetuning import predict  # noqa: E402
 
 CONTEXTS, QUESTIONS_PER_CONTEXT, INFERENCE_QUESTIONS = 400, 5, 32
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 384, 128, 64

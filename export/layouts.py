@@ -27,6 +27,7 @@ existing file are refused, each by name, before any weights are loaded.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -39,6 +40,7 @@ from export.huggingface_tasks import check_task_layout, export_huggingface_task,
 from export.sources import export_source, source_paths
 from export.tf_hub import export_tf_hub
 from network.checkpoints import export_google_checkpoint, export_huggingface
+from network.model_folder import GOOGLE_CHECKPOINT, VOCAB_FILE, write_model_folder
 from network.quantization import check_quantize
 
 FORMATS = ("google", "huggingface", "tf_hub")
@@ -78,19 +80,21 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
     task_layout = format_name == "huggingface" and has_task_layout(loaded.model)
     if task_layout:
         check_task_layout(loaded.model)
-    loaded.require_vocabulary(f"the {format_name} export")
+    need = f"the {format_name} export"
+    loaded.require_vocabulary(need)
     with export_folder(output_dir, format_name, source_paths(source),
                        argument="output_dir") as staging:
-        loaded.write_vocabulary(os.path.join(staging, "vocab.txt"), f"the {format_name} export")
         if format_name == "google":
-            export_google_checkpoint(_Weights(loaded.variables),
-                                     os.path.join(staging, "bert_model.ckpt"))
-            loaded.config.to_json_file(os.path.join(staging, "bert_config.json"))
-        elif task_layout:
-            export_huggingface_task(loaded.model, loaded.config, staging)
+            write_model_folder(staging, weights=(GOOGLE_CHECKPOINT, functools.partial(
+                export_google_checkpoint, _Weights(loaded.variables))), config=loaded.config,
+                vocabulary=functools.partial(loaded.write_vocabulary, need=need))
         else:
-            export_huggingface(_Weights(_encoder_side(loaded.variables)), staging, loaded.config)
-        if format_name == "huggingface":
+            loaded.write_vocabulary(os.path.join(staging, VOCAB_FILE), need)
+            if task_layout:
+                export_huggingface_task(loaded.model, loaded.config, staging)
+            else:
+                export_huggingface(_Weights(_encoder_side(loaded.variables)), staging,
+                                   loaded.config)
             settings = {"do_lower_case": loaded.do_lower_case,
                         "tokenizer_class": "BertTokenizer",
                         "model_max_length": loaded.config.max_position_embeddings}

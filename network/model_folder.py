@@ -1,4 +1,4 @@
-"""What a model's folder holds besides its weights, written and read in this one module.
+"""What a model's folder holds, written (`write_model_folder`) and read in this one module.
 
 The config (`bert_config.json`, Google's and this project's; `config.json`,
 Hugging Face's) and the vocabulary (`vocab.txt`) sit beside the checkpoint,
@@ -32,6 +32,8 @@ import dataclasses
 import inspect
 import json
 import os
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from absl import logging
 
 from core.arguments import check_flag, check_integer, check_number, check_threshold
 from core.atomic import write_atomically
+from network.checkpoints.writing import save_checkpoint
 from network.checkpoints.names import HF_TASK_HEADS
 from network.config import ConfigError
 from network.presets import resolve
@@ -47,6 +50,8 @@ from text.text_windows import TRUNCATE, WINDOWS
 GOOGLE_CONFIG_FILE, HF_CONFIG_FILE = "bert_config.json", "config.json"
 CONFIG_FILES = (GOOGLE_CONFIG_FILE, HF_CONFIG_FILE)
 VOCAB_FILE = "vocab.txt"
+GOOGLE_CHECKPOINT = "bert_model.ckpt"  # weights under Google's names, as its release has them
+TASK_CHECKPOINT = "model.ckpt"  # a fine-tuned task model's weights, this project's names
 LABELS_FILE = "labels.txt"
 SETTINGS_FILE = "model_settings.json"
 MODEL_KEY = "model"
@@ -161,7 +166,60 @@ def _read_labels(file: Path) -> list[str] | None:
     return labels
 
 
-def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
+def write_model_folder(folder: str | os.PathLike, *, task_model: Any = None,
+                       weights: tuple[str, Callable[[str], object]] | None = None,
+                       config: Any = None, vocabulary: str | Callable[[str], object] | None = None,
+                       labels: Sequence[str] | None = None) -> list[str]:
+    """Writes the files of a model folder that are given; returns the paths written, in order.
+
+    Every writer of a folder that `network.pretrained` reads back as a model
+    goes through here, so its file names and what a fine-tuned folder must
+    keep are written once. A fine-tuned `task_model` leaves its weights
+    (`model.ckpt`, this project's names) and its class and settings
+    (`model_settings.json`); without `labels`, an earlier run's `labels.txt`,
+    which would describe another head, is removed.
+
+    Args:
+      folder: the model's folder.
+      task_model: a fine-tuned task model (`BertClassifier`, ...), saved whole.
+      weights: other weights than a task model's: (file name or checkpoint
+        prefix, a function writing them at that path).
+      config: the BERT config (`network.config.BertConfig`), as `bert_config.json`.
+      vocabulary: a vocabulary file to copy to `vocab.txt`, or a function writing it there.
+      labels: a name per output, as `labels.txt`.
+
+    Examples:
+
+    >>> write_model_folder("out", task_model=model, config=config, vocabulary="vocab.txt",
+    ...                    labels=["negative", "positive"])
+    """
+    if task_model is not None:
+        if weights is not None:
+            raise ValueError("give task_model (saved whole) or weights, not both")
+        weights = (TASK_CHECKPOINT, lambda path: save_checkpoint(task_model, path))
+    written = []
+    if weights is not None:
+        written.append(os.path.join(folder, weights[0]))
+        weights[1](written[-1])
+    if config is not None:
+        written.append(os.path.join(folder, GOOGLE_CONFIG_FILE))
+        config.to_json_file(written[-1])
+    if vocabulary is not None:
+        written.append(os.path.join(folder, VOCAB_FILE))
+        if callable(vocabulary):
+            vocabulary(written[-1])
+        else:
+            shutil.copyfile(vocabulary, written[-1])
+    if task_model is not None:
+        written.append(str(_save_model_settings(folder, _model_settings(task_model))))
+    if labels:
+        written.append(str(_save_labels(folder, labels)))
+    elif task_model is not None and os.path.exists(os.path.join(folder, LABELS_FILE)):
+        os.remove(os.path.join(folder, LABELS_FILE))
+    return written
+
+
+def _save_labels(folder: str | os.PathLike, labels: Sequence[str]) -> Path:
     """Writes `labels.txt` (one per line, atomically) so that reloads get names back."""
     bad = [label for label in labels if not label.strip() or "\n" in label or "\r" in label]
     if not labels or bad:
@@ -171,26 +229,16 @@ def save_labels(folder: str | os.PathLike, labels: list[str]) -> Path:
     return path
 
 
-def model_settings(model: Any) -> dict[str, Any]:
-    """`model`'s class and the settings its folder must keep (see the module).
-
-    Args:
-      model: a task model (`BertClassifier`, `BertTokenTagger`, ...).
-    """
+def _model_settings(model: Any) -> dict[str, Any]:
+    """`model`'s class and the settings its folder must keep (see the module), for a task
+    model (`BertClassifier`, `BertTokenTagger`, ...)."""
     config = model.get_config()
     return {MODEL_KEY: type(model).__name__,
             **{name: value for name, value in config.items() if name not in _NOT_SETTINGS}}
 
 
-def save_model_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> Path:
-    """Writes `settings` (from `model_settings`) to the folder's `model_settings.json`, whole.
-
-    Returns the path written.
-
-    Args:
-      folder: the model's folder, where its checkpoint is.
-      settings: what `model_settings` gave for the model saved there.
-    """
+def _save_model_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> Path:
+    """Writes `settings` (from `_model_settings`) to the folder's `model_settings.json`, whole."""
     path = Path(folder) / SETTINGS_FILE
     write_atomically(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
     return path

@@ -28,8 +28,9 @@ from modeling.labels import label_sets
 from modeling.losses import (classification_loss, multi_label_loss, regression_loss,
                              weighted_classification_loss)
 from modeling.multiple_choice import BertMultipleChoice
+from tasks.batch_prediction import predict
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
-from training import finetuning, loop
+from training import loop
 from training.class_weights import parse_class_weights, resolve_class_weights
 
 
@@ -226,7 +227,7 @@ class Classification(TaskHooks):
         sweep compares the mean of their GLUE scores."""
         data, results = self.data, {}
         for name, (arrays, _) in data.dev.items():
-            predictions = finetuning.predict(model, arrays, self.training.eval_batch_size)
+            predictions = predict(model, arrays, self.training.eval_batch_size)
             if data.kind == "multi_label":
                 metrics = multi_label_scores(predictions, arrays["label_ids"], data.labels,
                                              self.task.threshold)
@@ -257,7 +258,7 @@ class Classification(TaskHooks):
         """`submission/<stem>.tsv`: GLUE's server layout, or SWAG's `id<TAB>prediction`."""
         data, folder, written = self.data, os.path.join(self.training.output_dir, "submission"), []
         for stem, (arrays, examples) in data.test.items():
-            predictions = finetuning.predict(model, arrays, self.training.predict_batch_size)
+            predictions = predict(model, arrays, self.training.predict_batch_size)
             if data.kind == "multi_label":
                 sets = label_sets(1.0 / (1.0 + np.exp(-predictions)), self.task.threshold,
                                   data.labels)

@@ -34,14 +34,18 @@ import tensorflow as tf
 from absl import logging
 
 from core.arguments import FieldError, check_integer, is_number
-from core.atomic import write_atomically
+from core.atomic import remove_dead_temporaries, write_atomically
 from evaluation.degenerate_runs import NEAR_MAJORITY, majority_fields, run_warning
 from evaluation.results import write_eval_results
+from network.checkpoints import load_weights
+from network.model_folder import write_model_folder
 from tasks.contract import TaskResult
 from tasks.model_files import (FINE_TUNING, ModelFiles, ModelNeeds, ResolvedModel,
                                resolve_model_files)
-from training import finetuning, loop
+from training import loop
 from training.configs import OptimizationConfig, TrainingConfig
+from training.trainer import fine_tune
+from training.training_logs import write_eval_scalars
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,6 +114,7 @@ class TaskHooks:
     def __init__(self, task, resolved: ResolvedModel, training: TrainingConfig,
                  strategy: tf.distribute.Strategy):
         self.task, self.resolved, self.training, self.strategy = task, resolved, training, strategy
+        self.chief = loop.is_chief(strategy)  # the process that writes the outputs
         self.data: TaskData | None = None
 
     @classmethod
@@ -143,10 +148,17 @@ class TaskHooks:
         raise NotImplementedError
 
     def pretrained(self, model_fn: Callable[[], keras.Model]) -> keras.Model:
-        """`model_fn`'s model in the strategy's scope, `init_checkpoint`'s weights loaded."""
+        """`model_fn`'s model in the strategy's scope, `init_checkpoint`'s weights loaded
+        (`transfer_layers=N`: the embeddings and the first N blocks only)."""
         files = self.resolved.files
-        return finetuning.build_model(self.strategy, model_fn, files.init_checkpoint,
-                                      files.transfer_layers)
+        with self.strategy.scope():
+            model = model_fn()
+        if files.init_checkpoint:
+            report = load_weights(model, files.init_checkpoint, files.transfer_layers)
+            logging.info(report.summary())
+        else:
+            logging.warning("No init_checkpoint: the encoder starts from random weights")
+        return model
 
     def loss(self) -> loop.LossFunction:
         raise NotImplementedError
@@ -155,9 +167,9 @@ class TaskHooks:
               output_dir: str) -> int:
         """Trains `model` with checkpoints and logs in `output_dir` (the run's folder); returns
         the updates made. Raises `loop.TrainingDiverged` when the loss stops being finite."""
-        return finetuning.train(model, self.strategy, self.data.train, self.loss(), optimization,
-                                self.training, output_dir, seed,
-                                hidden_size=self.resolved.config.hidden_size)
+        return fine_tune(model, self.strategy, self.data.train, self.loss(), optimization,
+                         self.training, output_dir, seed,
+                         hidden_size=self.resolved.config.hidden_size)
 
     def score(self, model: keras.Model) -> DevScores:
         """`model`'s scores on dev."""
@@ -168,10 +180,17 @@ class TaskHooks:
         return {}
 
     def save(self, model: keras.Model) -> list[str]:
-        """Saves the chosen model in the output folder; returns the paths written."""
-        return list(finetuning.save_model_files(model, self.resolved.config,
-                                                self.resolved.files.vocab_file,
-                                                self.training.output_dir, self.data.labels))
+        """Saves the chosen model in the output folder, with its config, vocabulary, settings
+        and labels, so `from_pretrained` reloads it whole; returns the paths written."""
+        return write_model_folder(self.training.output_dir, task_model=model,
+                                  config=self.resolved.config,
+                                  vocabulary=self.resolved.files.vocab_file,
+                                  labels=self.data.labels)
+
+    def log_eval(self, output_dir: str, step: int, scores: dict[str, Any]) -> None:
+        """`scores` to TensorBoard's `output_dir/logs/eval` at `step`, from the chief alone."""
+        if self.chief:
+            write_eval_scalars(output_dir, step, scores)
 
     def export(self, model: keras.Model, path: str) -> str | None:
         """Exports the chosen model as a SavedModel on raw text; None: nothing to export."""
@@ -211,7 +230,8 @@ class FineTuningTask:
         hooks = self.hooks.for_task(task)(task, resolved, training,
                                           strategy or tf.distribute.get_strategy())
         output_dir = training.output_dir
-        finetuning.remove_dead_temporaries(hooks.strategy, output_dir)
+        if hooks.chief:  # a rerun after a kill starts clean
+            remove_dead_temporaries(output_dir)
         hooks.data = hooks.read_data()
         written, step, logged = [], 0, set()
         if task.do_train:
@@ -240,7 +260,7 @@ class FineTuningTask:
             write_eval_results(written[-1], {**scores, **baselines})
             unlogged = {key: value for key, value in scores.items() if key not in logged}
             if unlogged:
-                finetuning.write_eval_scalars(hooks.strategy, output_dir, step, unlogged)
+                hooks.log_eval(output_dir, step, unlogged)
         return TaskResult({**scores, **baselines}, tuple(written), model)
 
 
@@ -273,7 +293,7 @@ def sweep(hooks: TaskHooks, optimization: OptimizationConfig
             continue
         dev = hooks.score(model) if task.do_eval else None
         if dev:
-            finetuning.write_eval_scalars(hooks.strategy, run_dir, step, dev.scores)
+            hooks.log_eval(run_dir, step, dev.scores)
         runs.append(SweepRun(rate, restart, dev.selection if dev else 0.0,
                              dev.scores if dev else {}, "finished"))
         logging.info("learning rate %g, restart %d: dev score %.4f", rate, restart,

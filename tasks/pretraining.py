@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import shutil
 
 import keras
 import tensorflow as tf
@@ -23,13 +22,14 @@ from core.arguments import FieldError, check_integer
 from evaluation.results import write_eval_results
 from modeling.pretrainer import OBJECTIVES, BertPretrainer
 from network.checkpoints import export_google_checkpoint, load_weights
+from network.model_folder import GOOGLE_CHECKPOINT, write_model_folder
 from tasks.contract import TaskResult
 from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_model_files
-from training import loop
 from training.configs import OptimizationConfig, TrainingConfig, check_weights_to_evaluate
 from training.input_pipeline import (list_files, naming_corrupt_records,
                                      naming_out_of_vocabulary_ids, pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
+from training.training_logs import write_eval_scalars
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,18 +131,12 @@ def score(training_run: TrainingRun, model: BertPretrainer, task: PretrainingTas
 def write_outputs(model: BertPretrainer, resolved: ResolvedModel, output_dir: str) -> list[str]:
     """The config and vocabulary beside the checkpoints, and Google's layout under export/."""
     export_dir = os.path.join(output_dir, "export")
-    written = [os.path.join(output_dir, "bert_config.json"),
-               os.path.join(export_dir, "bert_model.ckpt"),
-               os.path.join(export_dir, "bert_config.json")]
-    resolved.config.to_json_file(written[0])
+    vocabulary = resolved.files.vocab_file
+    written = write_model_folder(output_dir, config=resolved.config, vocabulary=vocabulary)
     atomic.remove_dead_temporaries(export_dir)
-    export_google_checkpoint(model, written[1])
-    resolved.config.to_json_file(written[2])
-    if resolved.files.vocab_file:
-        for folder in (output_dir, export_dir):
-            written.append(os.path.join(folder, "vocab.txt"))
-            shutil.copyfile(resolved.files.vocab_file, written[-1])
-    return written
+    return written + write_model_folder(
+        export_dir, weights=(GOOGLE_CHECKPOINT, lambda path: export_google_checkpoint(model, path)),
+        config=resolved.config, vocabulary=vocabulary)
 
 
 class Pretraining:
@@ -185,7 +179,7 @@ class Pretraining:
             scores = score(training_run, model, task, resolved, training)
             if chief:
                 global_step = training_run.global_step
-                loop.write_scalars(os.path.join(output_dir, "logs", "eval"), global_step, scores)
+                write_eval_scalars(output_dir, global_step, scores)
                 written.append(os.path.join(output_dir, "eval_results.txt"))
                 write_eval_results(written[-1], {**scores, "global_step": global_step})
         if chief:

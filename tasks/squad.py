@@ -24,11 +24,12 @@ from evaluation.squad import evaluate_v1, evaluate_v2, load_json
 from export.serving_span import export_span_model
 from modeling.losses import span_loss
 from modeling.span_model import BertSpanModel
+from tasks.batch_prediction import predict
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from text.answer_spans import MAX_ANSWER_LENGTH, MAX_QUERY_LENGTH, N_BEST_SIZE
 from text.sliding_windows import DOC_STRIDE
-from training import finetuning, loop
+from training import loop
 
 _LOGGED_WINDOWS = 20
 Answers = tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]  # texts, n-best, odds
@@ -120,7 +121,7 @@ class Squad(TaskHooks):
         """The model's answers to `predict_file`'s questions, n-best lists and null odds."""
         task, data = self.task, self.data
         arrays = features_to_arrays(data.features)
-        outputs = finetuning.predict(model, arrays, self.training.predict_batch_size)
+        outputs = predict(model, arrays, self.training.predict_batch_size)
         results = [RawResult(int(unique_id), start, end) for unique_id, start, end
                    in zip(arrays["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
         return compute_predictions(

@@ -30,10 +30,11 @@ from modeling.feature_tagger import (FEATURE_LAYERS, FeatureBatches, FeatureTagg
 from modeling.losses import tagging_loss
 from modeling.token_tagger import BertTokenTagger
 from network.encoder import BertEncoder
-from network.model_folder import save_labels
+from network.model_folder import write_model_folder
+from tasks.batch_prediction import predict
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
 from tasks.model_files import FROZEN_ENCODER, ModelNeeds, ResolvedModel
-from training import finetuning, loop
+from training import loop
 from training.divergence import FitDiverged, diverged
 from training.configs import OptimizationConfig
 
@@ -195,7 +196,7 @@ class Tagging(TaskHooks):
                                    split.sentences, self.data.labels)
 
     def logits(self, model: keras.Model, name: str, batch_size: int) -> np.ndarray:
-        return finetuning.predict(model, self.data.splits[name].arrays, batch_size)
+        return predict(model, self.data.splits[name].arrays, batch_size)
 
 
 class FeatureTagging(Tagging):
@@ -275,9 +276,9 @@ class FeatureTagging(Tagging):
         return int(model.optimizer.iterations.numpy())
 
     def save(self, model: keras.Model) -> list[str]:
-        weights = os.path.join(self.training.output_dir, FEATURE_WEIGHTS)
-        model.save_weights(weights)
-        return [weights, str(save_labels(self.training.output_dir, self.data.labels))]
+        return write_model_folder(self.training.output_dir,
+                                  weights=(FEATURE_WEIGHTS, model.save_weights),
+                                  labels=self.data.labels)
 
     def export(self, model: keras.Model, path: str) -> None:
         return None

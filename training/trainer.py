@@ -6,11 +6,15 @@ schedule (wrapped for loss scaling under mixed_float16), a
 that skips the batches a resumed run already consumed, and the callbacks
 that save checkpoints and report progress. Building them in one class keeps
 resuming, divergence handling and the step arithmetic of gradient
-accumulation identical for every task.
+accumulation identical for every task. `fine_tune` is that class on a
+fine-tuning task's arrays, with the paper's schedule (Section 4 / Appendix
+A.3): AdamW, warmup over the first `warmup_proportion` of the updates, then
+linear decay.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable
 
@@ -19,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core.arguments import FieldError
 from training import loop
 from training.configs import OptimizationConfig, TrainingConfig, check_batch_split
 from training.distribution import default_jit_compile
@@ -117,3 +122,43 @@ class TrainingRun:
 def weights_checksum(model: keras.Model) -> float:
     """Sum of |w| over all weights: equal on every worker of a run in lockstep."""
     return float(sum(abs(variable.numpy()).sum() for variable in model.weights))
+
+
+def fine_tune(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict[str, np.ndarray],
+              loss_fn: loop.LossFunction, optimization: OptimizationConfig,
+              training: TrainingConfig, output_dir: str, seed: int, *, hidden_size: int,
+              checkpoint_name: str = "checkpoints") -> int:
+    """Fine-tunes `model` on `arrays` for `optimization`'s epochs; returns the updates made.
+
+    `arrays` are the features as numpy arrays (`input_ids`, `input_mask`,
+    `segment_ids` plus the labels `loss_fn` reads). Checkpoints and
+    TensorBoard's `logs/train` go to `output_dir`, a sweep run's own
+    folder. `seed` orders the data; `hidden_size`, the encoder's width,
+    picks XLA or not (`TrainingRun`). A run killed at any point and started
+    again resumes from its newest checkpoint in `output_dir/checkpoint_name`
+    and ends with the same weights. Raises `loop.TrainingDiverged` (a
+    ValueError) when the loss or gradients stop being finite, so a sweep
+    can skip that rate and a lone run exits with the step and checkpoint.
+    """
+    examples = len(next(iter(arrays.values())))
+    if examples < training.train_batch_size:
+        raise FieldError("{0} training examples cannot fill one batch of {train_batch_size}={1}",
+                         examples, training.train_batch_size)
+    updates, warmup = optimization.schedule(examples, training.train_batch_size)
+    training_run = TrainingRun(model, loss_fn, strategy, optimization,
+                               dataclasses.replace(training, output_dir=output_dir), updates,
+                               warmup, os.path.join(output_dir, checkpoint_name),
+                               hidden_size=hidden_size, max_to_keep=1)
+    logging.info("Fine-tuning on %d examples: %d updates of %d", examples, updates,
+                 training.train_batch_size)
+
+    def build(context: tf.distribute.InputContext | None, micro_batch: int) -> tf.data.Dataset:
+        data = tf.data.Dataset.from_tensor_slices(arrays)
+        if context is not None and context.num_input_pipelines > 1:
+            data = data.shard(context.num_input_pipelines, context.input_pipeline_id)
+        per_replica = context.get_per_replica_batch_size(micro_batch) if context else micro_batch
+        data = data.shuffle(examples, seed=seed, reshuffle_each_iteration=True).repeat()
+        return data.batch(per_replica, drop_remainder=True).prefetch(2)
+
+    training_run.train(build)
+    return training_run.global_step

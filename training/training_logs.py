@@ -10,7 +10,9 @@ in every `fit` call, so a resumed run would draw over its own curve.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from training.divergence import EveryFewSteps, StepGuard
@@ -24,6 +26,18 @@ def write_scalars(writer_or_dir, step: int, values: dict[str, float]) -> None:
         for key, value in values.items():
             tf.summary.scalar(key, float(value))
     writer.flush()
+
+
+def write_eval_scalars(output_dir: str, step: int, results: Mapping[str, object]) -> None:
+    """An evaluation's numbers to TensorBoard's `output_dir/logs/eval`, beside `logs/train`.
+
+    `step` is the run's last update, so the scores line up with the loss
+    curve that led to them (0 for a model evaluated without training); what
+    is not a number (a bool, a name) is left out. Call it from the chief alone.
+    """
+    numbers = {key: value for key, value in results.items()
+               if isinstance(value, (int, float, np.number)) and not isinstance(value, bool)}
+    write_scalars(os.path.join(output_dir, "logs", "eval"), step, numbers)
 
 
 class LogScalars(EveryFewSteps):

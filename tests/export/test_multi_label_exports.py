@@ -1,6 +1,6 @@
 """A multi-label run's folder exports multi-label: raw text, TF Serving's ids, Hugging Face.
 
-The folder is what `run_classifier.py --multi_label` leaves (`save_model_files`):
+The folder is what `run_classifier.py --multi_label` leaves (`write_model_folder`):
 its checkpoint, `labels.txt` and `model_settings.json`. Every export reads it
 through `export_model`, as `export_model.py --source=<run folder>` does.
 """
@@ -15,9 +15,9 @@ import tensorflow_text  # noqa: F401  (registers the raw-text SavedModel's ops)
 from export.model_exports import export_model
 from modeling.classifier import BertClassifier
 from network.config import BertConfig
+from network.model_folder import write_model_folder
 from tests.fixtures import TINY_CONFIG, TestCase
 from tests.modeling.tiny_folder import tiny_folder
-from training import finetuning
 
 LABELS = ["film", "neg", "pos"]
 TEXTS = ["the film was unbelievable", "a dull plot", "john lives in paris"]
@@ -37,8 +37,8 @@ class MultiLabelExportTest(TestCase):
         model = BertClassifier(config, num_labels=3, multi_label=True, threshold=THRESHOLD)
         cls.run_folder = cls.root / "run"
         cls.run_folder.mkdir()
-        finetuning.save_model_files(model, config, str(source / "vocab.txt"), str(cls.run_folder),
-                                    LABELS)
+        write_model_folder(cls.run_folder, task_model=model, config=config,
+                           vocabulary=str(source / "vocab.txt"), labels=LABELS)
         cls.reloaded = BertClassifier.from_pretrained(cls.run_folder, sequence_length=16)
         cls.logits = cls.reloaded.predict(TEXTS, verbose=0)
 

@@ -20,12 +20,12 @@ from data_prep.datasets.squad_features import convert_examples_to_features, feat
 from export.serving_span import export_span_model
 from export.serving_tagging import export_tagger
 from modeling import BertConfig, BertSpanModel, BertTokenTagger, load_labels
+from tasks.batch_prediction import predict
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
 from tests.fixtures import TINY_CONFIG, TestCase
 from text.tokenization import FullTokenizer
 from text.whitespace_words import whitespace_words
-from training import finetuning
 
 WORDS = ["the", "cat", "##s", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "who",
          "where", "did", "go", "is", "big", "small", "red", "house", "near", "tree", "and"]
@@ -62,7 +62,7 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
                                                 task.max_query_length, is_training=False)
         self.assertLen(features, len(examples))  # one window each: the export's reading
         arrays = features_to_arrays(features)
-        outputs = finetuning.predict(model, arrays, 8)
+        outputs = predict(model, arrays, 8)
         results = [RawResult(int(unique_id), start, end) for unique_id, start, end
                    in zip(arrays["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
 
@@ -112,7 +112,7 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
         windows = build_windows(sentences, self.tokenizer, length, {"O": 0}, stride=stride)
         if length < LENGTH:  # the runner reads these sentences through several windows
             self.assertGreater(len(windows), 2 * len(SENTENCES))
-        logits = finetuning.predict(model, windows_to_arrays(windows), 8)
+        logits = predict(model, windows_to_arrays(windows), 8)
         expected = predictions_to_tags(windows, logits, sentences, LABELS)
         tags = served["tags"].numpy().tolist()
         for row, words in enumerate(SENTENCES):

@@ -1,6 +1,6 @@
 """A fine-tuned folder keeps the model's settings, and reloads as the model it was saved from.
 
-`training.finetuning.save_model_files` writes every fine-tuning run's
+`network.model_folder.write_model_folder` writes every fine-tuning run's
 folder; `from_pretrained` / `load_task_model` read it back. The logits of
 the reloaded model must be the saved model's: a causal encoder read
 bidirectionally, a head read without its BiLSTM, or a long text cut where it
@@ -14,8 +14,8 @@ import numpy as np
 from modeling import BertClassifier, BertEncoder, BertTokenTagger, load_config, load_task_model
 from network.checkpoints import CheckpointError
 from network.config import ConfigError
+from network.model_folder import write_model_folder
 from tests.modeling.tiny_folder import TinyFolderTestCase
-from training import finetuning
 
 TEXTS = ["john lives in paris .", "the cat sat on the mat , who was there ?"]
 # Longer than a window of 8 (six sub-tokens each), so windows and truncation differ.
@@ -35,8 +35,8 @@ class RunFolderTestCase(TinyFolderTestCase):
 
     def save(self, model, labels, name: str):
         out = self.tmp_path() / name
-        finetuning.save_model_files(model, load_config(self.folder),
-                                    str(self.folder / "vocab.txt"), str(out), labels)
+        write_model_folder(out, task_model=model, config=load_config(self.folder),
+                           vocabulary=str(self.folder / "vocab.txt"), labels=labels)
         return out
 
     def fine_tuned(self, model_class, name: str, labels, sequence_length: int = 16, **kwargs):

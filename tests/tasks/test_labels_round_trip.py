@@ -1,11 +1,12 @@
 """A fine-tuned folder keeps its label names, and every reload gives them back.
 
-`training.finetuning.save_model_files` is what every fine-tuning task calls
+`network.model_folder.write_model_folder` is what every fine-tuning task calls
 to write its output folder; `modeling.load_task_model` (and the classes'
 `from_pretrained`) read it back.
 """
 
 import json
+from network.model_folder import write_model_folder
 from pathlib import Path
 
 import keras
@@ -16,7 +17,6 @@ from modeling import (BertClassifier, BertConfig, BertSpanModel, BertTokenTagger
                       load_task_model)
 from network.config import ConfigError
 from tests.fixtures import TINY_CONFIG, TestCase
-from training import finetuning
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
 INPUTS = {"input_ids": tf.constant([[2, 5, 6, 7, 3]]), "input_mask": tf.ones([1, 5], tf.int32),
@@ -34,8 +34,8 @@ class LabelsRoundTripTest(TestCase):
     def _save(self, model, labels, name="out") -> Path:
         out = self.root / name
         out.mkdir(exist_ok=True)
-        finetuning.save_model_files(model, self.config, str(self.root / "vocab.txt"), str(out),
-                                    labels)
+        write_model_folder(out, task_model=model, config=self.config,
+                           vocabulary=str(self.root / "vocab.txt"), labels=labels)
         return out
 
     def test_classifier_reloads_without_num_labels_and_with_names(self):

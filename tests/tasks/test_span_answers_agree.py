@@ -2,7 +2,7 @@
 
 One tiny span model with fixed weights answers the same questions on the
 same contexts three ways: `run_squad.py`'s path (a SQuAD file read into
-windows, `finetuning.predict`, `compute_predictions`), the library's
+windows, `tasks.batch_prediction.predict`, `compute_predictions`), the library's
 `BertSpanModel.predict_answers`, and the SavedModel the runner exports,
 reloaded from disk. The contexts hold the characters where word splitting
 could drift: U+00A0 and
@@ -21,12 +21,12 @@ from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import convert_examples_to_features, features_to_arrays
 from export.serving_span import export_span_model
 from modeling import BertSpanModel, load_tokenizer
+from tasks.batch_prediction import predict
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
 from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from text.whitespace_words import whitespace_words
-from training import finetuning
 
 LENGTH = 40
 CONTEXTS = {
@@ -65,7 +65,7 @@ class SpanAnswersAgreeTest(TestCase):
                                                 task.doc_stride, task.max_query_length, False)
         self.assertLen(features, windows)
         arrays = features_to_arrays(features)
-        outputs = finetuning.predict(self.model, arrays, 8)
+        outputs = predict(self.model, arrays, 8)
         results = [RawResult(int(unique_id), start, end) for unique_id, start, end
                    in zip(arrays["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
         answers, _, _ = compute_predictions(examples, features, results, task.n_best_size,
