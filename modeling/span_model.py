@@ -15,7 +15,7 @@ import numpy as np
 from core.arguments import check_integer
 from modeling.fine_tuning_model import OutputProjection, SequenceModel, bilstm_variables
 from modeling.losses import HalfCrossEntropy
-from modeling.span_preprocessor import BertSpanPreprocessor, questions_and_contexts
+from modeling.span_preprocessor import BertSpanPreprocessor, SpanWindows, questions_and_contexts
 from modeling.text_arguments import optional_count
 from network.config import BertConfig
 from text.answer_spans import (MAX_ANSWER_LENGTH, N_BEST_SIZE, BasicWords, Span,
@@ -119,18 +119,9 @@ class BertSpanModel(SequenceModel):
             return []
         plan = self.preprocessor.windows(questions, contexts, max_query_length, doc_stride)
         outputs = self.predict(plan.packed, batch_size=batch_size, verbose=0)
-        tokens = self.preprocessor.tokenizer.inv_vocab
-        best: dict[int, tuple[Span, int]] = {}  # example -> its best span and window
-        for window, (row, start, length, owned) in enumerate(plan.windows):
-            first = plan.offsets[window]  # the context's first position in the window
-            starts = set((first + np.flatnonzero(owned)).tolist())
-            for span in candidate_spans(outputs["start_logits"][window],
-                                        outputs["end_logits"][window], starts,
-                                        range(first, first + length), n_best_size,
-                                        max_answer_length):
-                if row not in best or span.score > best[row][0].score:  # ties: the first
-                    best[row] = (span, window)
+        best = _best_spans(plan, outputs, n_best_size, max_answer_length)
         found = []  # (row, the span's pieces as text, the words it covers joined by spaces)
+        tokens = self.preprocessor.tokenizer.inv_vocab
         for row, (span, window) in best.items():
             _, start, _, _ = plan.windows[window]
             pieces = range(start + span.start - plan.offsets[window],
@@ -145,3 +136,23 @@ class BertSpanModel(SequenceModel):
         for row, pred_text, covered in found:
             answers[row] = final_text(pred_text, covered, basic_words.get(covered))
         return answers
+
+
+def _best_spans(plan: SpanWindows, outputs: dict[str, np.ndarray], n_best_size: int,
+                max_answer_length: int) -> dict[int, tuple[Span, int]]:
+    """Each example's best span over its windows, and the window it is in.
+
+    Each window proposes spans starting at the tokens it holds with the most
+    context; ties go to the first window.
+    """
+    best: dict[int, tuple[Span, int]] = {}
+    for window, (row, _, length, owned) in enumerate(plan.windows):
+        first = plan.offsets[window]  # the context's first position in the window
+        starts = set((first + np.flatnonzero(owned)).tolist())
+        for span in candidate_spans(outputs["start_logits"][window],
+                                    outputs["end_logits"][window], starts,
+                                    range(first, first + length), n_best_size,
+                                    max_answer_length):
+            if row not in best or span.score > best[row][0].score:  # ties: the first
+                best[row] = (span, window)
+    return best

@@ -41,12 +41,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import FieldError, check_integer, check_number
+from core.arguments import FieldError, check_number
 from core.record_schema import ENCODER_INPUTS
+from modeling.fit_plan import FitPlan
 from modeling.task_preprocessor import TaskPreprocessor
 from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
-                                     example_count, folder_argument, is_raw_text, kind,
-                                     optional_count, rows, split_point)
+                                     example_count, is_raw_text, optional_count, rows,
+                                     split_point)
 from text import truncation
 from training.divergence import GuardedSteps
 from training.example_order import ExampleOrder, draw_seed, fit_in_order
@@ -151,78 +152,67 @@ class TextTask(GuardedSteps, keras.Model):
         classes of a single-label classifier, by index or by label name, each
         weight a finite number >= 0 (`training.class_weights.check_class_weight`).
         """
-        batch_size = optional_count("batch_size", batch_size)
-        epochs = check_integer("epochs", epochs)
-        steps_per_epoch = optional_count("steps_per_epoch", steps_per_epoch)
-        initial_epoch = check_integer("initial_epoch", initial_epoch, minimum=0)
-        save_freq, log_freq = check_integer("save_freq", save_freq), check_integer(
-            "log_freq", log_freq)
-        resume_dir = folder_argument("resume_dir", resume_dir)
-        log_dir = folder_argument("log_dir", log_dir)
+        plan = FitPlan.checked(x, y, batch_size, epochs, sample_weight, validation_data,
+                               steps_per_epoch, initial_epoch, shuffle, resume_dir, save_freq,
+                               log_dir, log_freq, kwargs)
         if kwargs.get("class_weight") is not None:
             kwargs["class_weight"] = self._class_weight_checked(kwargs["class_weight"],
                                                                 sample_weight)
-        if initial_epoch >= epochs:
-            raise ValueError(f"initial_epoch={initial_epoch} is not below epochs={epochs}: "
-                             "fit would train nothing (epochs is the index of the epoch to "
-                             "stop before, counted from 0)")
-        check_examples(x, "x", "fit needs at least one")
-        in_order = is_raw_text(x) and not isinstance(x, tf.data.Dataset)
-        if resume_dir is not None and not in_order:
-            raise ValueError(f"resume_dir needs x as raw text in Python lists or arrays, got "
-                             f"{kind(x)}: fit can restore the place of a killed run only in "
-                             "an order it draws itself")
-        validation_split = kwargs.pop("validation_split", None) if in_order else None
-        if is_raw_text(x) and not in_order and kwargs.get("validation_split"):
-            raise ValueError("validation_split splits texts given as Python lists or arrays, "
-                             "not a dataset: pass validation_data=dataset")
-        if validation_split and validation_data is not None:
-            raise ValueError("validation_split and validation_data both say what to validate "
-                             "on: give one")
-        if in_order:
-            columns, count = self._text_columns_checked(x, y, sample_weight, call="fit",
-                                                        needs_labels=True)
-            if validation_split:
-                columns, count, validation_data = self._split_off_validation(
-                    columns, count, validation_split, batch_size)
-            order = ExampleOrder(columns, count, batch_size or DEFAULT_BATCH_SIZE, bool(shuffle))
-            per_epoch = steps_per_epoch or order.batches_per_pass
+        plan.check_inputs()
+        self._plan_fit(plan)
+        return self._run_fit(plan)
+
+    def _plan_fit(self, plan: FitPlan) -> None:
+        """Settles where `plan`'s examples come from and how many steps it runs, and plans
+        `compile()`'s schedule over them; the texts, labels and weights are checked here."""
+        if plan.in_order:
+            columns, count = self._text_columns_checked(plan.x, plan.y, plan.sample_weight,
+                                                        call="fit", needs_labels=True)
+            if plan.validation_split:
+                columns, count, plan.validation_data = self._split_off_validation(
+                    columns, count, plan.validation_split, plan.batch_size)
+            plan.order = ExampleOrder(columns, count, plan.batch_size or DEFAULT_BATCH_SIZE,
+                                      bool(plan.shuffle))
+            plan.per_epoch = plan.steps_per_epoch or plan.order.batches_per_pass
         else:
-            if is_raw_text(x):  # a dataset of raw text, batched by its maker
-                x, y, sample_weight, batch_size, shuffle = (self.text_dataset(x, call="fit"),
-                                                            None, None, None, False)
-            per_epoch = epoch_steps(x, batch_size, steps_per_epoch,
-                                     kwargs.get("validation_split"))
-        validation_data = self._validation_dataset(validation_data, batch_size)
-        guard = getattr(self, "_step_guard", None)
-        if guard is None:
+            if is_raw_text(plan.x):  # a dataset of raw text, batched by its maker
+                plan.x, plan.y, plan.sample_weight, plan.batch_size, plan.shuffle = (
+                    self.text_dataset(plan.x, call="fit"), None, None, None, False)
+            plan.per_epoch = epoch_steps(plan.x, plan.batch_size, plan.steps_per_epoch,
+                                         plan.kwargs.get("validation_split"))
+        plan.validation_data = self._validation_dataset(plan.validation_data, plan.batch_size)
+        if self._step_guard is None:
             raise ValueError(f"{self.name} is not compiled: call compile() (the paper's "
                              "recipe) or compile(optimizer=..., loss=...) before fit")
-        total = per_epoch and per_epoch * (epochs - initial_epoch)
-        self._plan_steps(per_epoch, epochs - initial_epoch)
-        resume = None if resume_dir is None else ResumeFolder(
-            resume_dir, self, f"fit:{type(self).__name__}",
-            {**order.stamp(), "epochs": epochs, "initial_epoch": initial_epoch,
-             "steps_per_epoch": per_epoch, **self._recipe_stamp()})
-        seed = draw_seed() if in_order else None
+        self._plan_steps(plan.per_epoch, plan.epochs - plan.initial_epoch)
+
+    def _run_fit(self, plan: FitPlan) -> keras.callbacks.History:
+        """Trains as `plan` says: resumed from `resume_dir`'s newest checkpoint, if any,
+        stopped at a non-finite step (raising `FitDiverged`), logged to `log_dir`."""
+        guard, kwargs, total = self._step_guard, plan.kwargs, plan.total
+        resume = None if plan.resume_dir is None else ResumeFolder(
+            plan.resume_dir, self, f"fit:{type(self).__name__}",
+            {**plan.resume_stamp(), **self._recipe_stamp()})
+        seed = draw_seed() if plan.in_order else None
         done, seed = resume.restore(seed) if resume else (0, seed)
         callbacks = [*(kwargs.pop("callbacks", None) or []), guard.start(done)]
         if resume:
-            callbacks.append(SaveCheckpoints(resume, guard, save_freq, total))
-        if log_dir is not None:
-            callbacks.append(LogScalars(log_dir, guard, log_freq, total or math.inf))
+            callbacks.append(SaveCheckpoints(resume, guard, plan.save_freq, total))
+        if plan.log_dir is not None:
+            callbacks.append(LogScalars(plan.log_dir, guard, plan.log_freq, total or math.inf))
         try:
-            if in_order:
-                history = fit_in_order(super().fit, order, seed, done, per_epoch,
-                                       range(initial_epoch, epochs), self._training_batch,
-                                       validation_data=validation_data, callbacks=callbacks,
-                                       **kwargs)
+            if plan.in_order:
+                history = fit_in_order(super().fit, plan.order, seed, done, plan.per_epoch,
+                                       range(plan.initial_epoch, plan.epochs),
+                                       self._training_batch,
+                                       validation_data=plan.validation_data,
+                                       callbacks=callbacks, **kwargs)
             else:
                 history = super().fit(
-                    x, y, batch_size=batch_size, epochs=epochs, sample_weight=sample_weight,
-                    validation_data=validation_data, steps_per_epoch=steps_per_epoch,
-                    initial_epoch=initial_epoch, shuffle=shuffle, callbacks=callbacks,
-                    **kwargs)
+                    plan.x, plan.y, batch_size=plan.batch_size, epochs=plan.epochs,
+                    sample_weight=plan.sample_weight, validation_data=plan.validation_data,
+                    steps_per_epoch=plan.steps_per_epoch, initial_epoch=plan.initial_epoch,
+                    shuffle=plan.shuffle, callbacks=callbacks, **kwargs)
         finally:
             diverged = guard.finish(resume.newest if resume else None)
             if resume:
