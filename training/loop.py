@@ -35,7 +35,6 @@ from typing import Callable
 
 import keras
 import tensorflow as tf
-from absl import logging
 
 from core.arguments import check_integer
 # TrainingDiverged: what `Trainer.train` and `Trainer.save` raise, caught as loop.TrainingDiverged.
