@@ -130,15 +130,30 @@ def fine_tune(model: keras.Model, strategy: tf.distribute.Strategy, arrays: dict
               checkpoint_name: str = "checkpoints") -> int:
     """Fine-tunes `model` on `arrays` for `optimization`'s epochs; returns the updates made.
 
-    `arrays` are the features as numpy arrays (`input_ids`, `input_mask`,
-    `segment_ids` plus the labels `loss_fn` reads). Checkpoints and
-    TensorBoard's `logs/train` go to `output_dir`, a sweep run's own
-    folder. `seed` orders the data; `hidden_size`, the encoder's width,
-    picks XLA or not (`TrainingRun`). A run killed at any point and started
-    again resumes from its newest checkpoint in `output_dir/checkpoint_name`
-    and ends with the same weights. Raises `loop.TrainingDiverged` (a
-    ValueError) when the loss or gradients stop being finite, so a sweep
-    can skip that rate and a lone run exits with the step and checkpoint.
+    A run killed at any point and started again resumes from its newest
+    checkpoint in `output_dir/checkpoint_name` and ends with the same
+    weights. Raises `loop.TrainingDiverged` (a ValueError) when the loss or
+    gradients stop being finite, so a sweep can skip that rate and a lone
+    run exits with the step and checkpoint.
+
+    Args:
+      model: the task model, built in `strategy`'s scope.
+      strategy: where it trains.
+      arrays: the features as numpy arrays (`input_ids`, `input_mask`,
+        `segment_ids` plus the labels `loss_fn` reads), one row per example.
+      loss_fn: (features, outputs) -> {"loss": scalar, other scalars to log}.
+      optimization: the rate, epochs and warmup of the paper's schedule.
+      training: batch size, checkpoint and log intervals, dtype.
+      output_dir: the run's own folder (a sweep run's): its checkpoints and
+        TensorBoard's `logs/train`.
+      seed: orders the data.
+      hidden_size: the encoder's width, which picks XLA or not (`TrainingRun`).
+      checkpoint_name: the checkpoints' folder under `output_dir`.
+
+    Examples:
+
+    >>> fine_tune(model, strategy, arrays, classification_loss, OptimizationConfig(),
+    ...           TrainingConfig("out"), "out", seed=0, hidden_size=768)
     """
     examples = len(next(iter(arrays.values())))
     if examples < training.train_batch_size:

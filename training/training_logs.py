@@ -34,6 +34,15 @@ def write_eval_scalars(output_dir: str, step: int, results: Mapping[str, object]
     `step` is the run's last update, so the scores line up with the loss
     curve that led to them (0 for a model evaluated without training); what
     is not a number (a bool, a name) is left out. Call it from the chief alone.
+
+    Args:
+      output_dir: the run's folder.
+      step: the update the scores belong to.
+      results: the scores by name, as `eval_results.txt` holds them.
+
+    Examples:
+
+    >>> write_eval_scalars("out", 1200, {"eval_accuracy": 0.91, "eval_loss": 0.27})
     """
     numbers = {key: value for key, value in results.items()
                if isinstance(value, (int, float, np.number)) and not isinstance(value, bool)}
