@@ -8,6 +8,7 @@ exports keep one row per text.
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the raw-text SavedModel's ops)
 
@@ -32,6 +33,7 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return exponentials / exponentials.sum(axis=-1, keepdims=True)
 
 
+@pytest.mark.long
 class ClassifierWindowsServingTest(TinyFolderTestCase):
 
     @classmethod
