@@ -128,10 +128,10 @@ class HuggingFaceTaskLayoutTest(TestCase):
             self.assertFalse(out.exists())
 
 
-@pytest.mark.long
 class HuggingFaceTaskFolderLoadsTest(TinyFolderTestCase):
     """A `BertFor...` folder (here our own export) loads back with its head and labels."""
 
+    @pytest.mark.long
     def test_exported_classifiers_and_tagger_load_back_as_they_were(self):
         words = [text.split() for text in TEXTS]
         cases = [  # (model class, its arguments, inputs, label names after the round trip)
