@@ -4,7 +4,7 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench real-check clean
+.PHONY: demo test test-long bench real-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -17,12 +17,16 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 demo: $(STAMP)
 	$(VENV_PY) demo.py
 
-test: $(STAMP)
-	$(VENV_PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=15 tests
+PYTEST := $(VENV_PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=15
 
-# Unit tests only: nothing marked slow (no runner subprocess, no training of more than seconds).
-test-fast: $(STAMP)
-	$(VENV_PY) -m pytest -q -n 2 -m "not slow" tests
+# CI's tier: everything but the tests marked long.
+test: $(STAMP)
+	$(PYTEST) -m "not long" tests
+
+# Every test, the long tier (faults anywhere, workers, format matrices, agreement sweeps)
+# included; runs beside the benchmarks.
+test-long: $(STAMP)
+	$(PYTEST) tests
 
 # Benchmarks run peers (keras-hub, Hugging Face tokenizers) in their own environment.
 BENCH_VENV := .venv-bench

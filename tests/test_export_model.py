@@ -73,6 +73,7 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertFalse(json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"])
         self.assertFalse(load_tokenizer(out).do_lower_case)
 
+    @pytest.mark.long
     def test_tf_hub_layout(self):
         out = self.root / "hub"
         _run(f"--source={self.source}", "--format=tf_hub", f"--output_dir={out}",
@@ -87,6 +88,7 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertAllClose(encoder(inputs)["pooled_output"], expected["pooled_output"],
                             atol=1e-5, rtol=0)
 
+    @pytest.mark.long
     def test_tf_hub_int8_encoder_is_int8_close_and_compiles_with_xla(self):
         out = self.root / "hub_int8"
         _run(f"--source={self.source}", "--format=tf_hub", f"--output_dir={out}",
@@ -128,6 +130,7 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         names = dict(tf.train.list_variables(str(google / "bert_model.ckpt")))
         self.assertEqual(names["output_weights"], [3, self.config.hidden_size])
 
+    @pytest.mark.long
     def test_a_keras_file_exports_as_a_sentence_embedder(self):
         folder = self.root / "embedder_source"
         shutil.copytree(self.source, folder)
@@ -200,11 +203,12 @@ class ExportModelTest(TestCase, parameterized.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.join(work, "model"))),
                          sorted(os.listdir(self.source)))
 
-    @pytest.mark.slow
     @parameterized.named_parameters(
         ("google", "google", "bert_model.ckpt.data-00000-of-00001"),
         ("huggingface", "huggingface", "model.safetensors"),
         ("tf_hub", "tf_hub", "preprocess/saved_model.pb"))
+    @pytest.mark.long
+    @pytest.mark.slow
     def test_a_file_size_limit_ends_in_one_line_and_leaves_no_output(self, format_name, file):
         work = self.create_tempdir().full_path
         out = os.path.join(work, "out")

@@ -116,6 +116,7 @@ class LibraryFlowsTest(TestCase):
         for layer, want in zip(self.golden["hidden_state_layers"], self.golden["hidden_states"]):
             self.assertAllClose(outputs["hidden_states"][layer], want, atol=1e-4, msg=layer)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_classifier_fits_strings_predicts_them_and_reloads_in_a_fresh_process(self):
         keras.utils.set_random_seed(1)
@@ -136,6 +137,7 @@ class LibraryFlowsTest(TestCase):
         reloaded = fresh_process(_RELOAD, str(path), json.dumps(TEXTS[:3]))
         self.assertAllClose(reloaded, predictions, atol=1e-5)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_tf_hub_export_reloads_in_a_fresh_process_and_equals_the_encoder(self):
         exported = self.root / "hub"

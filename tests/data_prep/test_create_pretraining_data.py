@@ -210,6 +210,7 @@ class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
         self.assertIn(message, result.stderr)
         self.assertTrue(not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir()))
 
+    @pytest.mark.long
     def test_a_file_size_limit_ends_in_one_line_and_a_rerun_writes_the_same_bytes(self):
         tmp_path, corpus = self._corpus()
         reference = tmp_path / "reference" / "data.tfrecord"
@@ -239,6 +240,7 @@ class CreatePretrainingDataTest(TestCase, parameterized.TestCase):
         self.assertEqual([path.read_bytes() for path in sorted(output.parent.glob("data-*"))],
                          expected)
 
+    @pytest.mark.long
     def test_ctrl_c_to_the_process_group_ends_in_one_line_and_the_rerun_finishes(self):
         tmp_path = self.tmp_path()
         folder = tmp_path / "in"

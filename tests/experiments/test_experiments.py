@@ -147,6 +147,7 @@ def _cells(line: str) -> list[str]:
 
 class ExperimentsDriverTest(TestCase, parameterized.TestCase):
 
+    @pytest.mark.long
     def test_toy_grid_end_to_end_then_from_the_cache(self):
         """The real tools: vocabulary, records, a 2-step pre-training, a fine-tuning sweep."""
         tmp_path = self.tmp_path()

@@ -103,6 +103,7 @@ class ExportFoldersTest(TestCase, parameterized.TestCase):
             export_model(self.source, out, "google")
         self.assertEqual(_snapshot(out), before)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_a_tf_hub_export_is_replaced_from_either_entry(self):
         out = self.work / "hub"

@@ -6,6 +6,8 @@ takes the model object takes its folder, and one that refuses it (Hugging
 Face has no class for either) refuses the folder with the same message.
 """
 
+import pytest
+
 from export.model_exports import export_model
 from export.sources import export_source
 from modeling import BertClassifier, BertTokenTagger
@@ -24,6 +26,7 @@ class FolderExportsTest(RunFolderTestCase):
             return f"{type(error).__name__}: {error}"
         return "exported"
 
+    @pytest.mark.long
     def test_causal_and_bilstm_folders_export_as_their_model_objects(self):
         cases = [(BertClassifier, {"num_labels": 2, "causal": True}),
                  (BertClassifier, {"num_labels": 2, "bilstm_units": 4}),

@@ -106,6 +106,7 @@ class HuggingFaceTaskLayoutTest(TestCase):
     def test_each_task_model_gives_transformers_logits(self):
         self._check_against_transformers(tiny_folder(self.tmp_path()), 16)
 
+    @pytest.mark.long
     @pytest.mark.assets
     def test_on_the_real_minilm(self):
         folder = minilm_or_skip(self)
@@ -130,6 +131,7 @@ class HuggingFaceTaskLayoutTest(TestCase):
 class HuggingFaceTaskFolderLoadsTest(TinyFolderTestCase):
     """A `BertFor...` folder (here our own export) loads back with its head and labels."""
 
+    @pytest.mark.long
     def test_exported_classifiers_and_tagger_load_back_as_they_were(self):
         words = [text.split() for text in TEXTS]
         cases = [  # (model class, its arguments, inputs, label names after the round trip)

@@ -36,6 +36,7 @@ class RawTextSavedModelsTest(TestCase):
                          model.predict_labels(TEXTS))
         self.assertEqual((out / "labels.txt").read_text(), "neg\npos\n")
 
+    @pytest.mark.long
     def test_a_tagger_object_serves_its_tags(self):
         model = BertTokenTagger.from_pretrained(tiny_folder(self.tmp_path()), num_labels=3,
                                                 sequence_length=16,
@@ -47,6 +48,7 @@ class RawTextSavedModelsTest(TestCase):
         tags = [[tag.decode() for tag in row if tag] for row in served["tags"].numpy()]
         self.assertEqual(tags, model.predict_labels(SENTENCES))
 
+    @pytest.mark.long
     def test_an_embedder_folder_serves_its_vectors(self):
         folder = sentence_transformers_folder(self.tmp_path(),
                                               {"pooling_mode": ["cls", "mean"]})
@@ -57,6 +59,7 @@ class RawTextSavedModelsTest(TestCase):
         expected = BertTextEmbedder.from_pretrained(folder).predict(TEXTS)
         self.assertAllClose(served, expected, atol=1e-5, rtol=0)
 
+    @pytest.mark.long
     @pytest.mark.assets
     def test_the_real_minilm_embedder_serves_sentence_transformers_vectors(self):
         folder = minilm_or_skip(self)

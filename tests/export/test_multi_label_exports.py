@@ -9,6 +9,7 @@ import json
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the raw-text SavedModel's ops)
 
@@ -24,6 +25,7 @@ TEXTS = ["the film was unbelievable", "a dull plot", "john lives in paris"]
 THRESHOLD = 0.4
 
 
+@pytest.mark.long
 class MultiLabelExportTest(TestCase):
 
     @classmethod

@@ -4,6 +4,7 @@ import os
 import stat
 from unittest import mock
 
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -134,6 +135,7 @@ class ServingPackingTest(TestCase, parameterized.TestCase):
         self.assertEqual(self.module.serve_single(empty)["score"].shape, (0, 3, LENGTH))
 
     @parameterized.parameters((0o022, 0o755), (0o077, 0o700))
+    @pytest.mark.long
     def test_exported_folders_follow_the_umask(self, mask, expected):
         tmp_path = self.create_tempdir().full_path
         previous = os.umask(mask)

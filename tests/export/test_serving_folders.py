@@ -158,6 +158,7 @@ class ClassifierExportTest(TestCase):
         self.assertEqual(sorted(path.name for path in self.lite.iterdir()),
                          ["export_owner.json", "labels.txt", "model.tflite", "preprocess"])
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_a_file_size_limit_ends_in_one_line_naming_the_file(self):
         out = self.root / "limited"

@@ -59,6 +59,7 @@ def _ids(packed: dict) -> dict:
     return {name: packed[name] for name in ("input_ids", "input_mask", "segment_ids")}
 
 
+@pytest.mark.long
 class EveryKindServingTest(TestCase):
 
     @classmethod

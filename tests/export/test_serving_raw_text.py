@@ -10,6 +10,7 @@ sentences the runner reads through several.
 import dataclasses
 
 import keras
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -51,6 +52,7 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
         cls.config = BertConfig.from_dict({**TINY_CONFIG, "vocab_size": len(VOCAB)})
 
     @parameterized.named_parameters(("v1", False), ("v2", True))
+    @pytest.mark.long
     def test_span_answers_are_the_runners_answers(self, version_2):
         keras.utils.set_random_seed(11)
         model = BertSpanModel(self.config)
@@ -96,6 +98,7 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
 
     @parameterized.named_parameters(("one_window", LENGTH, None), ("windows", 6, None),
                                     ("stride_1", 5, 1))
+    @pytest.mark.long
     def test_tags_are_the_runners_tags_with_label_names(self, length, stride):
         keras.utils.set_random_seed(5)
         model = BertTokenTagger(self.config, len(LABELS))
@@ -132,6 +135,7 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
                           window_stride=5)
         self.assertFalse((self.root / "wide").exists())
 
+    @pytest.mark.long
     def test_span_question_and_context_of_different_lengths_are_one_error(self):
         model = BertSpanModel(self.config)
         path = export_span_model(model, self.tokenizer, LENGTH, SquadTask(max_query_length=8),

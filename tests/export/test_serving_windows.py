@@ -8,6 +8,7 @@ exports keep one row per text.
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the raw-text SavedModel's ops)
 
@@ -53,6 +54,7 @@ class ClassifierWindowsServingTest(TinyFolderTestCase):
                 tf.saved_model.load(str(out / "preprocess")),
                 tf.saved_model.load(str(out / "model" / "1")))
 
+    @pytest.mark.long
     def test_a_windowed_classifiers_exports_give_its_predict_logits(self):
         logits = self.windowed.predict(self.texts, verbose=0)
         tokens = self.windowed.preprocessor.tokenizer(self.texts[:1]).row_lengths()[0]
@@ -72,6 +74,7 @@ class ClassifierWindowsServingTest(TinyFolderTestCase):
                           for text in range(len(self.texts))])
         self.assertAllClose(means, logits, atol=1e-5)
 
+    @pytest.mark.long
     def test_a_truncating_classifiers_exports_keep_one_row_per_text(self):
         logits = self.truncating.predict(self.texts, verbose=0)
         raw_text, preprocess, numeric = self._serving(self.truncating, "truncating")

@@ -1,6 +1,7 @@
 """Every export takes a model object, a `.keras` file or a folder (the issue's `sst.keras` case)."""
 
 import keras
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the TF Hub preprocessor's ops)
 
@@ -30,6 +31,7 @@ class ExportSourcesTest(TestCase):
     def _packed(self):
         return self.model.preprocessor(tf.constant(TEXTS))
 
+    @pytest.mark.long
     def test_tf_hub_export_of_a_keras_file(self):
         # The issue's case; a model object takes the same path (`export_source`).
         expected = self.model.encoder(self._packed(), training=False)["pooled_output"]
@@ -51,6 +53,7 @@ class ExportSourcesTest(TestCase):
             self.assertAllClose(load_encoder(out)(self._packed(), training=False)["pooled_output"],
                                 expected, atol=1e-5, rtol=0)
 
+    @pytest.mark.long
     def test_a_folder_with_a_fine_tuned_head_is_that_task_model(self):
         saved = self.tmp_path() / "run"
         export_model(self.model, saved, "google")

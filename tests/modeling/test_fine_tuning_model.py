@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -189,6 +190,7 @@ class TaskModelsTest(KerasTestCase):
     @parameterized.product(jit_compile=[False, True],
                            model_class_and_choices=[(BertClassifier, None),
                                                     (BertMultipleChoice, 3)])
+    @pytest.mark.long
     def test_heads_on_cls_alone_train_as_on_the_full_last_block(self, jit_compile,
                                                                 model_class_and_choices):
         """Reading [CLS] only, the last block computes only [CLS]: same loss, same gradients."""
@@ -223,6 +225,7 @@ class TaskModelsTest(KerasTestCase):
 class DefaultPreprocessorTest(TinyFolderTestCase):
     """`from_pretrained(name, num_labels=2).fit(strings, labels)` works without a length."""
 
+    @pytest.mark.long
     def test_a_classifier_from_a_folder_fits_and_predicts_strings_with_no_length_given(self):
         keras.utils.set_random_seed(0)
         model = BertClassifier.from_pretrained(self.folder, num_labels=2)

@@ -49,6 +49,7 @@ class PredictScoresTest(TinyFolderTestCase):
         empty_labels, empty_scores = self.classifier.predict_labels([], return_scores=True)
         self.assertEqual((empty_labels, empty_scores.shape), ([], (0, 3)))
 
+    @pytest.mark.long
     def test_tagger_scores_every_word_even_past_one_window(self):
         tags, scores = self.tagger.predict_labels(SENTENCES, return_scores=True)
         self.assertEqual(tags, self.tagger.predict_labels(SENTENCES))
@@ -81,6 +82,7 @@ class MultiLabelClassifierTest(TinyFolderTestCase):
         return BertClassifier.from_pretrained(self.folder, num_labels=3, sequence_length=8,
                                               multi_label=True, **kwargs)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_learns_a_separable_label_set_task_and_reports_f1(self):
         keras.utils.set_random_seed(0)

@@ -200,6 +200,7 @@ class DefaultSequenceLengthTest(TestCase):
         self.assertEqual((default_sequence_length(small), default_sequence_length(large)),
                          (64, 128))
 
+    @pytest.mark.long
     def test_an_export_without_a_length_takes_the_models_default(self):
         from export.model_exports import export_model
         folder = tiny_folder(self.tmp_path())  # 64 positions

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -179,6 +180,7 @@ class PretrainerTest(harness.KerasTestCase):
                             for b, a in zip(before, after)))
 
     @parameterized.product(jit_compile=[False, True], objective=["mlm_nsp", "mlm"])
+    @pytest.mark.long
     def test_last_block_at_the_read_positions_trains_as_the_full_block(self, objective, jit_compile):
         """The heads read the last block at [CLS] and the masked positions only; computing
         just those rows gives the same losses and gradients, dropout masks included."""

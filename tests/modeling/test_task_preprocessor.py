@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling import (BertClassifier, BertClassifierPreprocessor, BertMultipleChoice,
@@ -90,6 +91,7 @@ class TaskPreprocessorTest(TinyFolderTestCase):
                 self.folder, num_labels=2,
                 preprocessor=BertTaggerPreprocessor(self.base.vocabulary, sequence_length=8))
 
+    @pytest.mark.long
     def test_a_saved_model_reloads_with_its_tasks_preprocessor(self):
         model = BertTokenTagger.from_pretrained(self.folder, num_labels=2, sequence_length=8,
                                                 label_names=["O", "X"], window_stride=2)
@@ -230,6 +232,7 @@ class SpanPreprocessorTest(TinyFolderTestCase):
         with self.assertRaisesRegex(ValueError, "x holds 2 examples but sample_weight 1"):
             preprocessor.text_columns((questions, contexts), answers, [1.0])
 
+    @pytest.mark.long
     def test_fit_with_sample_weights_trains_every_window(self):
         model = BertSpanModel.from_pretrained(self.folder, sequence_length=16)
         model.compile()

@@ -79,6 +79,7 @@ class TinyEmbedderTest(TestCase, parameterized.TestCase):
         ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True}, ["cls", "mean"]),
         ({"pooling_mode": ["mean", "max"]}, ["mean", "max"]),
     )
+    @pytest.mark.long
     def test_pooling_follows_the_folder_and_sentence_transformers_rule(self, pooling, modes):
         for normalize in (True, False):
             folder = sentence_transformers_folder(self.tmp_path(), pooling, normalize)
@@ -181,6 +182,7 @@ class TinyEmbedderTest(TestCase, parameterized.TestCase):
                 call()
 
 
+@pytest.mark.long
 @pytest.mark.assets
 class RealMiniLMEmbedderTest(TestCase):
     """Against sentence-transformers 6.2's own vectors (tools/record_sentence_embeddings.py)."""

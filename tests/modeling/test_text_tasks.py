@@ -105,6 +105,7 @@ class TextClassifierTest(TestCase):
         self.assertGreater(rates[warmup], rates[0])  # it warms up, then decays
         self.assertGreater(rates[warmup], rates[-1])
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_pairs_and_packed_inputs_both_train(self):
         model = self._classifier()
@@ -127,6 +128,7 @@ class TextClassifierTest(TestCase):
         self.assertEqual(schedule.num_train_steps, 4)
         self.assertEqual(int(model.optimizer.iterations), 4)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_validation_split_holds_out_the_last_texts_and_the_schedule_counts_the_rest(self):
         names = ["neg", "pos"]
@@ -202,6 +204,7 @@ class TextClassifierTest(TestCase):
         self.assertEqual(scores.dtype, np.float32)
         self.assertAllEqual(np.isfinite(scores), np.ones_like(scores, bool))
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_keras_file_predicts_the_same_in_a_fresh_process(self):
         model = self._classifier(label_names=["neg", "pos"])

@@ -6,6 +6,7 @@ from unittest import mock
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -166,6 +167,7 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
                            causal=[False, True], at_positions=[False, True])
+    @pytest.mark.long
     def test_encoder(self, policy, jit_compile, causal, at_positions):
         inputs = features()
         weights = tf.constant(np.random.default_rng(1).normal(size=(BATCH, LENGTH, 32)),
@@ -187,6 +189,7 @@ class FastPathSwitchTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
                            objective=["mlm_nsp", "ltr"])
+    @pytest.mark.long
     def test_pretrainer(self, policy, jit_compile, objective):
         """Masked LM at the masked positions only, or left-to-right (causal) at every one."""
         inputs = features()

@@ -7,6 +7,7 @@ from unittest import mock
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -100,6 +101,7 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
         for new, old in zip(results["new"], results["old"]):
             self.assertAllClose(new.numpy(), old.numpy(), rtol=1e-5, atol=1e-5)
 
+    @pytest.mark.long
     def test_seeded_training_losses_match_the_concatenated_implementation(self):
         """Same dropout masks, same updates: the loss curve is unchanged but for float noise.
 
@@ -331,6 +333,7 @@ class LayerFastPathsTest(tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.product(policy=["float32", "mixed_bfloat16"], jit_compile=[False, True],
                            causal=[False, True])
+    @pytest.mark.long
     def test_block_at_output_positions_gives_those_rows_of_the_full_output(self, causal,
                                                                           jit_compile, policy):
         """Output and every gradient, under dropout, as computing every position then gathering.

@@ -10,6 +10,7 @@ was read through windows would give others from the same weights.
 import json
 
 import numpy as np
+import pytest
 
 from modeling import BertClassifier, BertEncoder, BertTokenTagger, load_config, load_task_model
 from network.checkpoints import CheckpointError
@@ -63,6 +64,7 @@ class ModelSettingsRoundTripTest(RunFolderTestCase):
             self.assertTrue(reloaded.causal)
             self.assert_same_logits(model, reloaded, TEXTS)
 
+    @pytest.mark.long
     def test_bilstm_models_reload_with_their_bilstm(self):
         cases = [(BertClassifier, ["neg", "pos"], TEXTS),
                  (BertTokenTagger, ["O", "B-PER", "B-LOC"], [text.split() for text in TEXTS])]
@@ -78,6 +80,7 @@ class ModelSettingsRoundTripTest(RunFolderTestCase):
                 self.assertAllClose(expected, reloaded.predict(inputs, verbose=0), atol=1e-6,
                                     rtol=0)
 
+    @pytest.mark.long
     def test_a_windowed_classifier_reloads_reading_long_texts_through_windows(self):
         model, out = self.fine_tuned(BertClassifier, "windows", ["neg", "pos"],
                                      sequence_length=8, num_labels=2, long_texts="windows",

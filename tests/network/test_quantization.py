@@ -14,6 +14,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -156,6 +157,7 @@ class QuantizedModelsTest(tf.test.TestCase, parameterized.TestCase):
             plain = _flat(model(features, training=False))
         self.assertAllClose(fast, plain, rtol=_ROUNDING, atol=_ROUNDING * np.abs(plain).max())
 
+    @pytest.mark.long
     def test_xla_compiles_the_int8_model(self):
         model = _quantized(BertClassifier(tiny_config(), num_labels=3))
         features = _features(BertClassifier, (3, 16))
@@ -238,6 +240,7 @@ class QuantizeErrorsTest(tf.test.TestCase):
 
 class ExportTest(tf.test.TestCase):
 
+    @pytest.mark.long
     def test_raw_text_savedmodel_of_int8_classifier(self):
         folder = tiny_folder(Path(self.create_tempdir().full_path))
         tokenizer = FullTokenizer(str(folder / "vocab.txt"))

@@ -15,6 +15,7 @@ from tests.runners.test_run_classifier import BAD, GOOD
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.long
 class FolderConfiguredRunTest(TestCase):
 
     @classmethod

@@ -134,12 +134,14 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
         self.assertAllClose(probabilities.sum(-1), np.ones(2), rtol=1e-5, atol=0)
         self.assertEqual([label.decode() for label in outputs["label"].numpy()], ["1", "0"])
 
+    @pytest.mark.long
     def test_own_tsv_pairs_regression_style_labels(self):
         tmp_path = self.tmp_path()
         run_main("run_classifier.py", _arguments(self.sst2, tmp_path / "out",
                                                  **_own_pairs(tmp_path)))
         self.assertIn("eval_accuracy", read_eval_results(tmp_path / "out" / "eval_results.txt"))
 
+    @pytest.mark.long
     def test_causal_pairs_in_both_orders_train_and_serve(self):
         tmp_path = self.tmp_path()
         pairs = {**_own_pairs(tmp_path), "causal": True, "both_orders": True}
@@ -163,6 +165,7 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
         self._refused(tmp_path / "single", "need text pairs", causal=True, both_orders=True)
         self.assertFalse((tmp_path / "single" / "eval_results.txt").exists())
 
+    @pytest.mark.long
     def test_causal_model_with_lm_loss_runs_then_transfers_its_first_block(self):
         tmp_path = self.tmp_path()
         run_main("run_classifier.py", _arguments(
@@ -183,6 +186,7 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
     def test_bad_inputs(self, flags, message):
         self._refused(self.tmp_path(), message, **flags)
 
+    @pytest.mark.long
     def test_sweep_lists_every_run_and_keeps_the_best_on_dev(self):
         tmp_path = self.tmp_path()
         run_main("run_classifier.py", _arguments(
@@ -198,6 +202,7 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
             self.assertEqual(scalars["eval_accuracy"][-1][0],
                              event_scalars(run / "logs" / "train")["loss"][-1][0])
 
+    @pytest.mark.long
     def test_sweep_where_every_run_diverges_fails(self):
         tmp_path = self.tmp_path()
         with self.assertRaisesRegex(ValueError, r"\Aevery run of the sweep diverged: 1e\+06 "
@@ -211,6 +216,7 @@ class RunClassifierTest(Sst2FolderTestCase, parameterized.TestCase):
         self.assertFalse((tmp_path / "model.ckpt.index").exists())
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 
+    @pytest.mark.long
     def test_fine_tuning_killed_then_rerun_ends_bit_identical(self):
         sst2, tmp_path = self.sst2, self.tmp_path()
         flags = {"num_train_epochs": 2, "save_checkpoints_steps": 2, "do_predict": False,

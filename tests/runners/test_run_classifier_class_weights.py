@@ -38,6 +38,7 @@ class ClassWeightsFlagTest(Sst2FolderTestCase):
                       class_weights="balanced", task="STS-B", data_dir=stsb, do_eval=False,
                       do_predict=False)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_weights_are_logged_stamped_and_a_resume_with_others_refused(self):
         output = self.tmp_path()

@@ -59,6 +59,7 @@ class MultiLabelRunnerTest(Sst2FolderTestCase):
         self._refused("train.tsv:2: label 'film' is not one of ['neg', 'pos']",
                       multi_label=True, tsv_labels="neg,pos")
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_label_sets_train_score_f1_and_predict_label_sets(self):
         output = self.tmp_path()

@@ -143,6 +143,7 @@ class RunNerTest(TestCase, parameterized.TestCase):
         self.assertTrue((tmp_path / "model.ckpt.index").exists())
         self.assertTrue((tmp_path / "valid_predictions.txt").exists())
 
+    @pytest.mark.long
     def test_feature_based_sweep_with_document_context_caches_features_once(self):
         assets, tmp_path = self.assets, self.tmp_path()
         config, init_checkpoint = self.checkpoint
@@ -181,6 +182,7 @@ class RunNerTest(TestCase, parameterized.TestCase):
         self.assertEqual(reloaded["eval_f1"], trained["eval_f1"])
         self.assertEqual(reloaded["test_f1"], trained["test_f1"])
 
+    @pytest.mark.long
     def test_causal_fine_tuning_with_a_bilstm_trains_and_has_no_feature_based_mode(self):
         assets, tmp_path = self.assets, self.tmp_path()
         # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the tags.
@@ -201,6 +203,7 @@ class RunNerTest(TestCase, parameterized.TestCase):
             run_main("run_ner.py", _arguments(assets, tmp_path / "lstm", bilstm_units=4,
                                               mode="feature_based"))
 
+    @pytest.mark.long
     def test_sweep_lists_every_run_keeps_the_best_and_resumes_without_retraining(self):
         assets, tmp_path = self.assets, self.tmp_path()
         flags = {"learning_rates": "1e-3,1e6", "num_restarts": 2, "do_predict": False,

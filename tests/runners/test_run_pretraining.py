@@ -103,6 +103,7 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         self.assertEmpty(report.unexpected)
 
     @parameterized.parameters(("mlm", "masked_lm_accuracy"), ("ltr", "lm_accuracy"))
+    @pytest.mark.long
     def test_ablation_objectives(self, objective, key):
         tmp_path = self.tmp_path()
         records = self.inputs[0] if objective != "ltr" else write_pretraining_records(
@@ -119,6 +120,7 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         ({"dtype": "mixed_float16"}, False),
         ({"dtype": "mixed_bfloat16", "jit_compile": True}, True),
         ({"optimizer": "lamb", "iterations_per_loop": 3, "jit_compile": False}, False))
+    @pytest.mark.long
     def test_precisions_xla_and_lamb(self, flags, compiled):
         tmp_path = self.tmp_path()
         result = _run(self.inputs, tmp_path, num_train_steps=3, **flags)
@@ -152,6 +154,7 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         _run(self.inputs, tmp_path, distribution_strategy="mirrored", cpu_replicas=2)
         self.assertEqual(read_eval_results(tmp_path / "eval_results.txt")["global_step"], 6)
 
+    @pytest.mark.long
     def test_two_workers_train_in_lockstep(self):
         tmp_path = self.tmp_path()
         workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
@@ -237,6 +240,7 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
                                                       vocab_file=vocab))
         self.assertFalse(os.path.exists(tmp_path / "out" / "checkpoint"))
 
+    @pytest.mark.long
     def test_a_second_run_into_a_live_runs_folder_is_refused_and_the_first_finishes(self):
         from absl import flags
 

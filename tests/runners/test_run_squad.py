@@ -160,6 +160,7 @@ class RunSquadTest(TestCase):
         for name in ("model.ckpt.index", "bert_config.json", "vocab.txt"):
             self.assertTrue((tmp_path / name).exists(), name)
 
+    @pytest.mark.long
     def test_v2_learns_and_the_best_threshold_can_be_fed_back(self):
         assets, tmp_path = self.assets, self.tmp_path()
         v2 = assets / "v2.json"
@@ -197,6 +198,7 @@ class RunSquadTest(TestCase):
         self.assertAllClose(read_eval_results(tuned / "eval_results.txt")["f1"],
                             results["best_f1"], rtol=1e-6, atol=1e-12)
 
+    @pytest.mark.long
     def test_left_to_right_with_a_bilstm_trains_and_predicts(self):
         tmp_path = self.tmp_path()
         # Table 5's "+ BiLSTM" row: the left-to-right model with a BiLSTM under the span layer.
@@ -206,6 +208,7 @@ class RunSquadTest(TestCase):
                          _question_ids(_squad(False)))
         self.assertFalse((tmp_path / "eval_results.txt").exists())
 
+    @pytest.mark.long
     def test_sweep_lists_every_run_and_keeps_the_best_on_the_predict_file(self):
         tmp_path = self.tmp_path()
         run_main("run_squad.py", _arguments(self.assets, tmp_path / "sweep",

@@ -33,6 +33,7 @@ class FeatureSweepTest(TestCase):
                                  {"train": Split("train", [], [], arrays)}, {"train": features})
         return hooks
 
+    @pytest.mark.long
     def test_a_run_whose_loss_turns_non_finite_is_a_diverged_row(self):
         features = np.random.default_rng(0).normal(size=(8, 8, 6)).astype(np.float32)
         features[3, 2, 1] = np.nan  # one bad feature value: every run's loss is NaN

@@ -8,6 +8,7 @@ tearDown gives the test case its flags back.)
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl import flags
 
@@ -40,6 +41,7 @@ class PythonApiTest(TestCase):
             flags.FLAGS.mark_as_parsed()
         super().tearDown()
 
+    @pytest.mark.long
     def test_tiny_classifier_trains_and_writes_its_outputs(self):
         tmp_path = self.folder
         data = tmp_path / "data"
@@ -85,6 +87,7 @@ class PythonApiTest(TestCase):
                 ModelFiles("config.json"), TrainingConfig(str(self.folder), max_seq_length=8),
                 OptimizationConfig())
 
+    @pytest.mark.long
     def test_tiny_pretraining_changes_the_weights_and_evaluates(self):
         tmp_path = self.folder
         records = write_pretraining_records(tmp_path / "train.tfrecord", 48)

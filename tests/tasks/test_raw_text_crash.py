@@ -34,6 +34,7 @@ REFUSING = ("layer: mismatched pair", "layer: mismatched pair in a graph", "pack
 
 class RawTextCrashTest(tf.test.TestCase):
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_random_batches_get_well_formed_answers_or_readable_errors(self):
         seed = int(os.environ.get("RAW_TEXT_CRASH_SEED") or random.randrange(2**31))

@@ -15,6 +15,7 @@ read in one window, and again, repeated, in many windows `doc_stride` apart.
 import json
 
 import keras
+import pytest
 import tensorflow as tf
 
 from data_prep.datasets.squad import SquadExample, read_squad_examples
@@ -39,6 +40,7 @@ CONTEXTS = {
 QUESTIONS = ["who lives in paris?", "where is the cat?", "what was the film?"]
 
 
+@pytest.mark.long
 class SpanAnswersAgreeTest(TestCase):
 
     @classmethod

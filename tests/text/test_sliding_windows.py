@@ -1,6 +1,7 @@
 """Sliding windows and the "max context" rule that SQuAD features and CoNLL windows share."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -60,6 +61,7 @@ class SlidingWindowsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(question_windows(3, 0, 12, 2), ([], []))
 
     @parameterized.parameters(range(3))
+    @pytest.mark.long
     def test_the_graph_plans_the_same_windows(self, seed):
         rng = np.random.default_rng(seed)
         for _ in range(30):

@@ -53,6 +53,7 @@ class ClassifierWindowsTest(TestCase):
         self.assertAllClose(logits[1], self._by_hand(self.texts[1])[0])
         self.assertLen(self.model.predict_labels(self.texts), 2)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_fit_trains_each_window_with_its_texts_label_and_evaluate_reads_the_mean(self):
         features, labels, weights = next(iter(self.model.text_dataset(
@@ -104,6 +105,7 @@ class TaggerWindowsTest(TestCase):
         # "unbelievable" is three sub-tokens, so words and windows do not line up.
         cls.sentences = [_long_words(), ["the", "cat", "sat"], ["unbelievable"] * 9]
 
+    @pytest.mark.long
     def test_every_word_of_a_2000_word_sentence_is_tagged_in_python_and_the_saved_model(self):
         tags = self.model.predict_labels(self.sentences)
         self.assertEqual([len(row) for row in tags], [2000, 3, 9])
@@ -118,6 +120,7 @@ class TaggerWindowsTest(TestCase):
         for row, words in enumerate(self.sentences):
             self.assertEqual([tag.decode() for tag in served[row][:len(words)]], tags[row])
 
+    @pytest.mark.long
     def test_fit_trains_every_words_tag_once(self):
         flat = [index % 3 for row in self.sentences for index, _ in enumerate(row)]
         rows = np.cumsum([0] + [len(row) for row in self.sentences])

@@ -63,6 +63,7 @@ class DistributionTest(tf.test.TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, f"num_gpus={visible + 1}"):
             get_strategy("mirrored", num_gpus=visible + 1)
 
+    @pytest.mark.long
     def test_mirrored_and_single_worker_over_logical_cpus(self):
         result = run_python("""
         import json, os
@@ -110,6 +111,7 @@ class DistributionTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue(default_jit_compile(gpu, "mixed_float16", 1024))
 
     @parameterized.parameters("grpc://", "")
+    @pytest.mark.long
     def test_a_tpu_address_that_never_answers_times_out_with_a_clear_error(self, scheme):
         # A port that accepts TCP connections (the kernel completes them) but never speaks gRPC.
         with socket.socket() as silent:

@@ -78,6 +78,7 @@ class FitDivergedTest(TestCase):
         history = model.fit(good.batch(2), verbose=0)
         self.assertTrue(np.isfinite(history.history["loss"][0]))
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_a_huge_learning_rate_stops_fit_with_finite_weights(self):
         for model, compile_arguments in (
@@ -129,6 +130,7 @@ class FitDivergedTest(TestCase):
         model.train_on_batch(self.packed, np.full(8, 0.5, np.float32))
         self.assertFalse(all(np.array_equal(a, b) for a, b in zip(before, model.get_weights())))
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_two_replicas_skip_the_step_together(self):
         script = textwrap.dedent("""

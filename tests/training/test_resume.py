@@ -84,6 +84,7 @@ class FitResumeTest(TestCase):
         with self.assertRaises(KeyboardInterrupt):
             self._fit(self._model(), resume_dir=resume_dir, callbacks=[KillAt(at)])
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_killed_inside_an_epoch_then_rerun_ends_bit_identical(self):
         resume_dir = str(self.tmp_path())
@@ -96,6 +97,7 @@ class FitResumeTest(TestCase):
         self.assertSameState(self.uninterrupted, resumed)
         self.assertLen(history["loss"], 2)  # the rest of epoch 2, then epoch 3
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_a_kill_inside_a_save_leaves_the_previous_checkpoint(self):
         resume_dir = str(self.tmp_path())
@@ -122,6 +124,7 @@ class FitResumeTest(TestCase):
         self.assertEqual(again.fit(TEXTS, LABELS, **CALL, resume_dir=resume_dir).epoch, [])
         self.assertSameState(self.uninterrupted, again)
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_another_call_or_input_is_refused(self):
         resume_dir = str(self.tmp_path())
@@ -170,6 +173,7 @@ class FitResumeTest(TestCase):
         self.assertEqual(taken.read_text(), "kept")
         self.assertEqual(os.listdir(root), ["notes.txt"])
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_a_diverged_fit_saves_nothing_from_its_bad_step(self):
         resume_dir = str(self.tmp_path())

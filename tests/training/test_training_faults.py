@@ -214,6 +214,7 @@ class _FaultsTestCase(TestCase, parameterized.TestCase):
         self.assertEmpty(leftovers(resumed))
 
 
+@pytest.mark.long
 class DivergenceTest(_FaultsTestCase):
 
     def test_absurd_learning_rate_stops_with_the_step_and_last_good_checkpoint(self):
@@ -290,6 +291,7 @@ class DivergenceTest(_FaultsTestCase):
         self.assert_finite_checkpoints(tmp_path)
 
 
+@pytest.mark.long
 class ResumeAfterFaultsTest(_FaultsTestCase):
     """Reruns compared with one uninterrupted reference run, made once for the class."""
 

@@ -77,12 +77,14 @@ print(json.dumps(report))
 
 class TrainingIntegrationTest(TestCase):
 
+    @pytest.mark.long
     def test_one_device_fit_lowers_the_loss(self):
         tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 16)
         losses = train_tiny_bert(get_strategy("one_device"), str(tmp_path / "*"))
         self.assertTrue(all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.5, msg=losses)
 
+    @pytest.mark.long
     def test_mirrored_over_two_cpus_trains_and_matches_one_device(self):
         tmp_path = self.tmp_path()
         write_files(tmp_path, 2, 16)
