@@ -56,6 +56,8 @@ WRONG_TYPES = st.sampled_from([{}, {"a": 1}, (), [], [[]], b"bytes", object(), p
 HOSTILE = st.one_of(HOSTILE_NUMBERS, st.sampled_from(ODD_STRINGS), WRONG_TYPES)
 COUNTS = st.one_of(st.integers(min_value=-3, max_value=6), HOSTILE_NUMBERS)
 RATES = st.one_of(st.floats(min_value=-1.0, max_value=2.0), HOSTILE_NUMBERS)
+CLASS_LABELS = st.one_of(st.integers(min_value=-2, max_value=3), st.sampled_from(
+    ["neg", "pos", "maybe", "", True, None, 1.0, math.nan]))
 MISSPELLED = ("num_lables", "sequence_lenght", "batchsize", "\u00e9poques", "")
 
 
