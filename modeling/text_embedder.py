@@ -221,6 +221,10 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"a and b must be vectors [N, D] and [M, D] of one width, got shapes "
                          f"{a.shape} and {b.shape}")
+    for name, rows in (("a", a), ("b", b)):
+        if not np.isfinite(rows).all():
+            row = int(np.argwhere(~np.isfinite(rows))[0][0])
+            raise ValueError(f"{name}: vector {row} holds NaN or infinity, which has no cosine")
 
     def unit(rows: np.ndarray) -> np.ndarray:
         return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
