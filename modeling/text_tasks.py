@@ -44,9 +44,9 @@ import tensorflow as tf
 from core.arguments import FieldError, check_integer, check_number
 from core.record_schema import ENCODER_INPUTS
 from modeling.task_preprocessor import TaskPreprocessor
-from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
-                                     example_count, folder_argument, is_raw_text, kind,
-                                     optional_count, rows, split_point)
+from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, check_packed,
+                                     epoch_steps, example_count, folder_argument, is_raw_text,
+                                     kind, optional_count, rows, split_point)
 from text import truncation
 from training.divergence import StepGuard, guarded_train_step
 from training.example_order import ExampleOrder, draw_seed, fit_in_order
@@ -291,6 +291,7 @@ class TextTask(keras.Model):
         batch_size = optional_count("batch_size", batch_size)
         if x is None:
             raise ValueError("x is None: give the examples to predict")
+        check_packed(x)
         if example_count(x) == 0:
             return self._empty_outputs(self._input_shape(x))
         if is_raw_text(x):
