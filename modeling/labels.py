@@ -135,6 +135,8 @@ def check_label_names(label_names, num_labels: int | None) -> list[str] | None:
         raise TypeError(f"label_names must be a list of distinct strings, one per label, got "
                         f"{label_names!r}")
     names = label_names.tolist() if isinstance(label_names, np.ndarray) else list(label_names)
+    if not names:
+        raise ValueError("label_names is empty: give one name per label, or None")
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise ValueError(f"label_names must be distinct strings, got {names}")
     if num_labels is not None and len(names) != num_labels:

@@ -29,6 +29,7 @@ from keras import ops
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
+from modeling.text_arguments import check_packed
 from network.checkpoints import load_weights
 from network.config import BertConfig, ConfigError
 from network.encoder import BertEncoder
@@ -163,6 +164,7 @@ class BertTextEmbedder(ConfigurableModel):
         batch_size = _DEFAULT_BATCH_SIZE if batch_size is None else check_integer(
             "batch_size", batch_size)
         if isinstance(x, dict):
+            check_packed(x)
             return super().predict(x, batch_size=batch_size, **kwargs)
         texts = check_texts(x, "x")
         if self.preprocessor is None:

@@ -122,9 +122,9 @@ def folder_digest(folder: Path) -> dict[str, str]:
 
 def names_of(arguments: dict) -> list[str]:
     """What a refusal may name: the arguments' names, and the paths and words given."""
-    return [*arguments, *map(repr, arguments), *(
-        str(value) for value in arguments.values()
-        if isinstance(value, (str, Path)) and str(value).strip())]
+    given = [str(value) for value in arguments.values()
+             if isinstance(value, (str, Path)) and str(value).strip()]
+    return [*arguments, *map(repr, arguments), *given, *(repr(text)[1:-1] for text in given)]
 
 
 _INTERNALS = (KeyError, IndexError, AttributeError, ZeroDivisionError, UnicodeError,

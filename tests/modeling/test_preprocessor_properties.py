@@ -80,6 +80,7 @@ class PreprocessorPropertiesTest(ContractTestCase):
 
     @given(built=BUILDS, vocabulary=VOCABULARIES)
     @example(built=(BertPreprocessor, {}), vocabulary=float("nan"))
+    @example(built=(BertTaggerPreprocessor, {"label_names": []}), vocabulary=VOCAB)
     def test_each_preprocessor_builds_or_names_the_argument(self, built, vocabulary):
         preprocessor_class, arguments = built
         preprocessor = self.call_or_refusal(lambda: preprocessor_class(vocabulary, **arguments),
@@ -90,6 +91,7 @@ class PreprocessorPropertiesTest(ContractTestCase):
             self.assert_packed(preprocessor(texts), 1, preprocessor.sequence_length)
 
     @given(loaded=LOADS, source=st.sampled_from(["tiny", "", "missing"]) | HOSTILE)
+    @example(loaded=(BertPreprocessor, {}), source="\ud7ff\ue000")
     def test_from_pretrained_loads_or_names_the_argument(self, loaded, source):
         preprocessor_class, arguments = loaded
         path = {"tiny": str(self.folder), "missing": str(self.root / "missing")}.get(

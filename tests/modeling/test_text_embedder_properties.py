@@ -29,6 +29,7 @@ class TextEmbedderPropertiesTest(ContractTestCase):
                                                         sequence_length=8)
 
     @example(texts=["a fine film", "", "\u3000"], batch_size=2)
+    @example(texts={}, batch_size=None)
     @given(texts=TEXTS, batch_size=st.one_of(st.none(), COUNTS))
     def test_predict_gives_one_finite_vector_per_text_or_names_the_argument(self, texts,
                                                                             batch_size):
