@@ -7,6 +7,7 @@ argument is refused naming it rather than failing inside a dataset.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 
 import numpy as np
@@ -91,8 +92,13 @@ def check_examples(x, argument: str, needed: str) -> None:
 
 
 def check_packed(x, argument: str = "x") -> None:
-    """Refuses a dict of packed inputs without `input_ids`, which Keras would meet as a
-    KeyError (or, empty, a StopIteration) far from the argument."""
+    """Refuses a lone number (Keras meets it as an IndexError) and a dict of packed inputs
+    without `input_ids` (a KeyError, or for an empty one a StopIteration), far from the
+    argument."""
+    if isinstance(x, (numbers.Number, np.generic)) or (
+            isinstance(x, (np.ndarray, tf.Tensor)) and len(x.shape) == 0):
+        raise TypeError(f"{argument} must hold examples (texts, a dict of packed inputs or a "
+                        f"dataset), got one {type(x).__name__}: {x!r}")
     if isinstance(x, dict) and "input_ids" not in x:
         held = ", ".join(sorted(map(str, x))) or "nothing"
         raise ValueError(f"{argument} is a dict of packed inputs without input_ids (it holds "

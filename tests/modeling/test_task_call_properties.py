@@ -97,6 +97,7 @@ class TaggerCallPropertiesTest(ContractTestCase):
 
     @example(sentences=SENTENCES, tags=[["B-PER", "O", "O", "B-LOC"], [0, 0, 0]],
              sample_weight=[1.0, 0.5], batch_size=None)
+    @example(sentences=np.float32("nan"), tags=[], sample_weight=None, batch_size=None)
     @given(sentences=SENTENCE_LISTS, tags=TAG_LISTS, sample_weight=WEIGHTS,
            batch_size=st.one_of(st.none(), COUNTS))
     def test_evaluate_scores_finitely_or_names_the_argument(self, sentences, tags,
