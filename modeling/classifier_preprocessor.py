@@ -70,8 +70,8 @@ class BertClassifierPreprocessor(TaskPreprocessor):
                  long_texts: str = TRUNCATE, window_stride: int | None = None, **kwargs: Any):
         kwargs.setdefault("name", "bert_classifier_preprocessor")
         super().__init__(vocabulary, do_lower_case, sequence_length, **kwargs)
-        if num_labels is None and label_names is not None:
-            num_labels = len(label_names)  # the names say how many there are
+        if num_labels is None and label_names is not None:  # the names say how many there are
+            num_labels = len(check_label_names(label_names, None))
         self.num_labels = None if num_labels is None else check_integer("num_labels",
                                                                         num_labels)
         self.label_names = check_label_names(label_names, self.num_labels)

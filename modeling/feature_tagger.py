@@ -304,19 +304,63 @@ class FeatureTagger(GuardedSteps, ConfigurableModel):
         super().compile(*args, **kwargs)
         self._add_step_guard()
 
-    def fit(self, *args, callbacks=None, **kwargs):
-        """Keras `fit` on the guarded step: a non-finite step is not applied, and ends it with
-        `FitDiverged` naming that step, the weights kept from before it."""
+    def predict(self, x, batch_size=None, **kwargs):
+        """Keras `predict`; a dict of features is checked first, and no rows give no logits."""
+        rows = self._checked_rows(x, "predict")
+        if rows == 0:
+            return np.zeros((0, np.shape(x["features"])[1], self.num_labels), np.float32)
+        return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def fit(self, x=None, y=None, *args, callbacks=None, **kwargs):
+        """Keras `fit` on the guarded step, a dict of features and its label ids checked first:
+        a non-finite step is not applied, and ends it with `FitDiverged` naming that step, the
+        weights kept from before it."""
+        self._check_fit_inputs(x, y)
         if self._step_guard is None:  # not compiled: Keras says so
-            return super().fit(*args, callbacks=callbacks, **kwargs)
+            return super().fit(x, y, *args, callbacks=callbacks, **kwargs)
         callbacks = [*(callbacks or []), self._step_guard.start()]
         try:
-            history = super().fit(*args, callbacks=callbacks, **kwargs)
+            history = super().fit(x, y, *args, callbacks=callbacks, **kwargs)
         finally:
             stopped = self._step_guard.finish()
         if stopped is not None:
             raise stopped
         return history
+
+    def _check_fit_inputs(self, x, y) -> None:
+        """Refuses, before Keras, no windows and label ids that are not one in [-1, labels)
+        per position."""
+        rows = self._checked_rows(x, "fit")
+        if rows == 0:
+            raise ValueError("x holds no windows: fit needs at least one")
+        if rows is not None:
+            labels = np.asarray(y) if y is not None else None
+            if labels is None or labels.shape != np.shape(x["input_mask"]) or not np.issubdtype(
+                    labels.dtype, np.integer) or not (
+                    (labels >= -1) & (labels < self.num_labels)).all():
+                raise ValueError(f"y must hold a label id in [-1, {self.num_labels}) per "
+                                 f"position, shaped like x's input_mask "
+                                 f"{np.shape(x['input_mask'])}")
+
+    def _checked_rows(self, x, call: str) -> int | None:
+        """The windows in a dict `x` of "features" [N, seq, width] and "input_mask" [N, seq],
+        checked in Python against each other and the width the BiLSTM was built for; None
+        for any other input (a `FeatureBatches`), which Keras reads as it comes."""
+        if not isinstance(x, dict):
+            return None
+        if set(x) != {"features", "input_mask"}:
+            raise ValueError(f"{call}: x must hold features and input_mask, got "
+                             f"{', '.join(sorted(map(str, x))) or 'nothing'}")
+        features, mask = np.asarray(x["features"]), np.asarray(x["input_mask"])
+        width = self.bilstms[0].forward_layer.cell.kernel.shape[0] if self.built else None
+        if features.ndim != 3 or mask.shape != features.shape[:2] or (
+                width is not None and features.shape[2] != width):
+            raise ValueError(f"{call}: x's features must be [windows, seq, "
+                             f"{width or 'width'}] and its input_mask [windows, seq], got "
+                             f"{features.shape} and {mask.shape}")
+        if not np.issubdtype(features.dtype, np.floating) or not np.isfinite(features).all():
+            raise ValueError(f"{call}: x's features must be finite floats")
+        return len(features)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """`tagging_loss` on `y` = label_ids: the mean over labelled positions only."""

@@ -124,14 +124,22 @@ def label_outputs(indices: list[int], label_names: list[str] | None) -> list:
     return indices if label_names is None else [label_names[i] for i in indices]
 
 
-def check_label_names(label_names, num_labels: int) -> list[str] | None:
-    """`label_names` as a list, checked against the head's size."""
+def check_label_names(label_names, num_labels: int | None) -> list[str] | None:
+    """`label_names` as a list, checked against the head's size (None: any size).
+
+    A bare string is refused rather than read as one name per character.
+    """
     if label_names is None:
         return None
-    names = list(label_names)
+    if not isinstance(label_names, (list, tuple, np.ndarray)):
+        raise TypeError(f"label_names must be a list of distinct strings, one per label, got "
+                        f"{label_names!r}")
+    names = label_names.tolist() if isinstance(label_names, np.ndarray) else list(label_names)
+    if not names:
+        raise ValueError("label_names is empty: give one name per label, or None")
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise ValueError(f"label_names must be distinct strings, got {names}")
-    if len(names) != num_labels:
+    if num_labels is not None and len(names) != num_labels:
         raise ValueError(f"{len(names)} label_names for {num_labels} labels: {names}")
     return names
 

@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import check_integer
+from core.arguments import check_flag, check_integer
 from core.record_schema import ENCODER_INPUTS
 from network.model_folder import check_source
 from network.pretrained import load_config, load_tokenizer, model_files
@@ -70,6 +70,13 @@ class BertPreprocessor(keras.layers.Layer):
         kwargs.setdefault("dtype", "int32")
         # [CLS], a token, [SEP]; a model's own limit is its config's (`load_preprocessor`).
         sequence_length = check_integer("sequence_length", sequence_length, minimum=3)
+        check_flag("do_lower_case", do_lower_case)
+        if not isinstance(vocabulary, (list, tuple, np.ndarray)) or not all(
+                isinstance(token, str) for token in vocabulary):
+            raise TypeError("vocabulary must be a list of WordPiece tokens (str) in id order, "
+                            f"got {type(vocabulary).__name__}"
+                            + (" holding other values" if isinstance(vocabulary, (list, tuple))
+                               else ""))
         super().__init__(trainable=False, **kwargs)
         self.sequence_length = sequence_length
         self.tokenizer = FullTokenizer(f"the vocabulary of layer {self.name!r}",
@@ -235,6 +242,9 @@ def ragged_words(sentences) -> tf.RaggedTensor:
     """Sentences as lists of words -> [N, (words)] strings (empty sentences allowed)."""
     if isinstance(sentences, tf.RaggedTensor):
         return sentences
+    if not isinstance(sentences, (list, tuple, np.ndarray)):
+        raise TypeError(f"sentences must be a list of sentences, each a list of words (str), "
+                        f"got {type(sentences).__name__}")
     for index, sentence in enumerate(sentences):
         if not isinstance(sentence, (list, tuple, np.ndarray)):
             raise TypeError(f"sentence {index} is a {type(sentence).__name__}: a tagger takes "

@@ -113,7 +113,7 @@ class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
     def call(self, features, training=None):
         missing = [key for key in self._required_features() if key not in features]
         if missing:
-            raise KeyError(f"pre-training features lack {', '.join(missing)} "
+            raise ValueError(f"pre-training features lack {', '.join(missing)} "
                            f"(objective {self.objective!r})")
         inputs = {key: features[key] for key in ENCODER_INPUTS}
         if self.objective == "ltr":
@@ -129,6 +129,36 @@ class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
 
     def _required_features(self) -> tuple[str, ...]:
         return ENCODER_INPUTS + (() if self.objective == "ltr" else ("masked_lm_positions",))
+
+    def _label_features(self) -> tuple[str, ...]:
+        """What the loss reads beside the inputs (`pretraining_losses`)."""
+        if self.objective == "ltr":
+            return ()
+        labels = ("masked_lm_ids", "masked_lm_weights")
+        return labels + (("next_sentence_labels",) if self.objective == "mlm_nsp" else ())
+
+    def _check_features(self, x, call: str, labels: bool) -> None:
+        """Refuses a dict `x` lacking a feature `call` reads, before Keras meets it (as a
+        KeyError, or for no features `pop from an empty set`)."""
+        if not isinstance(x, dict):
+            return
+        needed = self._required_features() + (self._label_features() if labels else ())
+        missing = [key for key in needed if key not in x]
+        if missing:
+            raise ValueError(f"{call}: x, the pre-training features, lacks "
+                             f"{', '.join(missing)} (objective {self.objective!r})")
+
+    def fit(self, x=None, *args, **kwargs):
+        self._check_features(x, "fit", labels=True)
+        return super().fit(x, *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        self._check_features(x, "evaluate", labels=True)
+        return super().evaluate(x, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        self._check_features(x, "predict", labels=False)
+        return super().predict(x, *args, **kwargs)
 
     @property
     def lm_loss_name(self) -> str:

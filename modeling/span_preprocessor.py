@@ -175,10 +175,10 @@ def questions_and_contexts(x) -> tuple[list[str], list[str]]:
     """(questions, contexts) as lists of str, from columns or rows of pairs; else refused."""
     if isinstance(x, list) and x and all(isinstance(row, (tuple, list)) for row in x):
         x = tuple(zip(*x))
-    if not isinstance(x, tuple) or len(x) != 2 or isinstance(x[0], str) or \
-            isinstance(x[1], str):
-        raise ValueError("span models take (questions, contexts) or rows of "
-                         "(question, context) pairs")
+    if not isinstance(x, tuple) or len(x) != 2 or not all(
+            isinstance(column, (list, tuple, np.ndarray)) for column in x):
+        raise ValueError("span models take (questions, contexts), each a list of str, or rows "
+                         f"of (question, context) pairs; got {_described(x)}")
     questions, contexts = list(x[0]), list(x[1])
     if len(questions) != len(contexts):
         raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
@@ -187,6 +187,13 @@ def questions_and_contexts(x) -> tuple[list[str], list[str]]:
             if not isinstance(text, str):
                 raise TypeError(f"{name}[{index}] is {text!r}, not a str")
     return questions, contexts
+
+
+def _described(x) -> str:
+    """What was given instead of (questions, contexts), for a message: its kinds, not its text."""
+    if isinstance(x, tuple):
+        return f"a tuple of {', '.join(type(column).__name__ for column in x) or 'nothing'}"
+    return f"a {type(x).__name__}"
 
 
 def _answers(y, contexts: list[str], argument: str) -> list[tuple[str, tuple[int, int]]]:

@@ -64,7 +64,7 @@ class BertTaggerPreprocessor(TaskPreprocessor):
         kwargs.setdefault("name", "bert_tagger_preprocessor")
         super().__init__(vocabulary, do_lower_case, sequence_length, **kwargs)
         if num_labels is None and label_names is not None:
-            num_labels = len(label_names)
+            num_labels = len(check_label_names(label_names, None))
         self.num_labels = None if num_labels is None else check_integer("num_labels",
                                                                         num_labels)
         self.label_names = check_label_names(label_names, self.num_labels)

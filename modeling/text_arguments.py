@@ -7,12 +7,14 @@ argument is refused naming it rather than failing inside a dataset.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 
 import numpy as np
 import tensorflow as tf
 
 from core.arguments import FieldError, check_integer, check_number, is_number
+from core.record_schema import ENCODER_INPUTS
 from modeling.labels import as_list
 
 DEFAULT_BATCH_SIZE = 32  # Keras' own default for arrays
@@ -84,8 +86,23 @@ def check_examples(x, argument: str, needed: str) -> None:
     """
     if x is None:
         raise ValueError(f"{argument} is None: {needed}")
+    check_packed(x, argument)
     if example_count(x) == 0:
         raise ValueError(f"{argument} holds no examples: {needed}")
+
+
+def check_packed(x, argument: str = "x") -> None:
+    """Refuses a lone number (Keras meets it as an IndexError) and a dict of packed inputs
+    without `input_ids` (a KeyError, or for an empty one a StopIteration), far from the
+    argument."""
+    if isinstance(x, (numbers.Number, np.generic)) or (
+            isinstance(x, (np.ndarray, tf.Tensor)) and len(x.shape) == 0):
+        raise TypeError(f"{argument} must hold examples (texts, a dict of packed inputs or a "
+                        f"dataset), got one {type(x).__name__}: {x!r}")
+    if isinstance(x, dict) and "input_ids" not in x:
+        held = ", ".join(sorted(map(str, x))) or "nothing"
+        raise ValueError(f"{argument} is a dict of packed inputs without input_ids (it holds "
+                         f"{held}): give {', '.join(ENCODER_INPUTS)}")
 
 
 def optional_count(name: str, value) -> int | None:

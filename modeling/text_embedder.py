@@ -29,6 +29,7 @@ from keras import ops
 from core.arguments import check_integer
 from core.record_schema import ENCODER_INPUTS
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
+from modeling.text_arguments import check_packed
 from network.checkpoints import load_weights
 from network.config import BertConfig, ConfigError
 from network.encoder import BertEncoder
@@ -163,6 +164,7 @@ class BertTextEmbedder(ConfigurableModel):
         batch_size = _DEFAULT_BATCH_SIZE if batch_size is None else check_integer(
             "batch_size", batch_size)
         if isinstance(x, dict):
+            check_packed(x)
             return super().predict(x, batch_size=batch_size, **kwargs)
         texts = check_texts(x, "x")
         if self.preprocessor is None:
@@ -221,6 +223,10 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"a and b must be vectors [N, D] and [M, D] of one width, got shapes "
                          f"{a.shape} and {b.shape}")
+    for name, rows in (("a", a), ("b", b)):
+        if not np.isfinite(rows).all():
+            row = int(np.argwhere(~np.isfinite(rows))[0][0])
+            raise ValueError(f"{name}: vector {row} holds NaN or infinity, which has no cosine")
 
     def unit(rows: np.ndarray) -> np.ndarray:
         return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)

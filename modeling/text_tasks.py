@@ -45,7 +45,8 @@ from core.arguments import FieldError, check_number
 from core.record_schema import ENCODER_INPUTS
 from modeling.fit_plan import FitPlan
 from modeling.task_preprocessor import TaskPreprocessor
-from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, epoch_steps,
+from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, check_packed,
+                                     epoch_steps,
                                      example_count, is_raw_text, optional_count, rows,
                                      split_point)
 from text import truncation
@@ -273,6 +274,7 @@ class TextTask(GuardedSteps, keras.Model):
         batch_size = optional_count("batch_size", batch_size)
         if x is None:
             raise ValueError("x is None: give the examples to predict")
+        check_packed(x)
         if example_count(x) == 0:
             return self._empty_outputs(self._input_shape(x))
         if is_raw_text(x):

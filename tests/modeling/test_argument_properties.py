@@ -12,8 +12,6 @@ strings, odd Unicode. `make test` draws the same few examples every run (the
 conftest's default profile); `--hypothesis-profile=long` draws many.
 """
 
-import math
-
 import numpy as np
 import tensorflow as tf
 from hypothesis import event, example, given
@@ -21,17 +19,11 @@ from hypothesis import strategies as st
 
 from modeling import BertClassifier
 from tests.fixtures import TINY_CONFIG, TestCase
+from tests.modeling.property_strategies import COUNTS, HOSTILE_NUMBERS, ODD_TEXT, RATES
 from tests.modeling.tiny_folder import tiny_folder
 
 LABEL_NAMES = ["neg", "pos"]
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot"]
-HOSTILE_NUMBERS = st.sampled_from([math.nan, math.inf, -math.inf, -1, -1e-9, 0, 0.0, 1e308,
-                                   2**63, True, "1", None, [1], 1.5])
-COUNTS = st.one_of(st.integers(min_value=-3, max_value=6), HOSTILE_NUMBERS)
-RATES = st.one_of(st.floats(min_value=-1.0, max_value=2.0), HOSTILE_NUMBERS)
-ODD_TEXT = st.one_of(st.text(max_size=40), st.sampled_from(
-    ["", " ", "\u200b", "\U0001F600" * 50, "e\u0301", "\ufeffbom", "a\x00b", "x" * 5000,
-     "\u0627\u0644\u0641\u064a\u0644\u0645", "\ud7ff\ue000"]))
 CLASS_KEYS = st.one_of(st.integers(min_value=-2, max_value=3), st.sampled_from(
     LABEL_NAMES + ["maybe", "", True, None, 1.0]))
 CLASS_WEIGHTS = st.one_of(st.none(), st.dictionaries(CLASS_KEYS, RATES, max_size=3),

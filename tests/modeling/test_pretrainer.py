@@ -251,7 +251,7 @@ class PretrainerTest(harness.KerasTestCase):
             BertPretrainer(CONFIG, "nsp")
         features = batch()
         del features["masked_lm_positions"]
-        with self.assertRaisesRegex(KeyError, "lack masked_lm_positions"):
+        with self.assertRaisesRegex(ValueError, "lack masked_lm_positions"):
             BertPretrainer(CONFIG, "mlm")(features)
 
 
