@@ -94,7 +94,10 @@ def resolve_model_files(model_files: ModelFiles, needs: ModelNeeds,
     if needs.weights and files.transfer_layers is not None:
         raise FieldError("{transfer_layers} picks the blocks a fine-tuned model starts from; a "
                          "frozen encoder is read whole")
-    config = BertConfig.from_json_file(files.bert_config_file)
+    try:
+        config = BertConfig.from_json_file(files.bert_config_file)
+    except ConfigError as error:
+        raise FieldError("{bert_config_file}: {0}", error) from None
     config.check_sequence_length(max_seq_length, "max_seq_length", files.bert_config_file)
     if files.vocab_file:
         _check_vocabulary_size(files, config, exact=needs.vocabulary)
