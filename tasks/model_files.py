@@ -20,7 +20,7 @@ from pathlib import Path
 
 from absl import logging
 
-from core.arguments import FieldError
+from core.arguments import FieldError, FieldFileNotFoundError, FieldOSError
 from network import pretrained
 from network.config import BertConfig, ConfigError
 from text.tokenization import FullTokenizer, load_vocab
@@ -107,7 +107,12 @@ def resolve_model_files(model_files: ModelFiles, needs: ModelNeeds,
 def _check_vocabulary_size(files: ModelFiles, config: BertConfig, exact: bool) -> None:
     """More tokens than embedding rows index past the table; fewer, for a task that
     tokenizes, mean the vocabulary of another model."""
-    tokens = len(load_vocab(files.vocab_file))
+    try:
+        tokens = len(load_vocab(files.vocab_file))
+    except FileNotFoundError as error:
+        raise FieldFileNotFoundError("{vocab_file}: {0}", error) from None
+    except OSError as error:  # a folder, a file that cannot be read
+        raise FieldOSError("{vocab_file}: {0}", error) from None
     if exact and tokens != config.vocab_size:
         raise ValueError(f"{files.vocab_file} holds {tokens} tokens but "
                          f"{files.bert_config_file} says vocab_size={config.vocab_size}")
