@@ -77,8 +77,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
-    if len(argv) > 1:
-        raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
+    program.check_no_arguments(argv)
     for name in ("source", "format", "output_dir"):
         if not values[name].value:
             raise ValueError(f"--{name} is required")

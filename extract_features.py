@@ -35,7 +35,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
-    del argv
+    program.check_no_arguments(argv)
     runner_flags.run_extraction(values, features.TASK, features.FeatureTask)
 
 

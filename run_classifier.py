@@ -92,7 +92,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
-    del argv
+    program.check_no_arguments(argv)
     runner_flags.run_task(values, classification.TASK, classification.ClassificationTask,
                           lambda task: f"classification:{task.task_name.lower()}",
                           stamp=classification.ClassificationTask.stamp)

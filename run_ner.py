@@ -94,7 +94,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
-    del argv
+    program.check_no_arguments(argv)
     # The BiLSTM trains from scratch at its own default rate, unless --learning_rate is given.
     rate = {"feature_learning_rate": values.learning_rate} if values["learning_rate"].present \
         else {}

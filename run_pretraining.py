@@ -39,7 +39,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
-    del argv
+    program.check_no_arguments(argv)
     runner_flags.run_task(values, pretraining.TASK, pretraining.PretrainingTask,
                           lambda task: f"pretraining:{task.objective}", REQUIRED)
 

@@ -92,7 +92,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = FLAGS) -> None:
-    del argv
+    program.check_no_arguments(argv)
     result = runner_flags.run_task(values, squad.TASK, squad.SquadTask, lambda task: "squad")
     if result.scores:
         print(json.dumps(result.scores, indent=2))

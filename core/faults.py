@@ -130,17 +130,23 @@ def one_line_endings(program: str, user_errors: tuple[type[BaseException], ...] 
         room = no_room_error(error)
         if room is not None:
             advice = _rerun_advice("make room (or raise the limit), then ", rerun)
-            print(f"{program}: error: {no_room_message(room)}; {advice}", file=sys.stderr,
-                  flush=True)
+            print(f"{program}: error: {one_line(no_room_message(room))}; {advice}",
+                  file=sys.stderr, flush=True)
             sys.exit(1)
         if isinstance(error, user_errors):
             message = error.render(flags) if isinstance(error, FieldMessage) else error
-            print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+            print(f"{program}: error: {one_line(str(message))}", file=sys.stderr, flush=True)
             sys.exit(1)
         raise
     finally:
         if handle_sigterm:
             signal.signal(signal.SIGTERM, previous)
+
+
+def one_line(message: str) -> str:
+    """`message` on one line: a line break a value brought in (a path, a flag's text) is
+    written as `\\n`, so the ending stays one line and the value stays readable."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _raise_terminated(number, frame) -> None:

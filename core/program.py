@@ -58,6 +58,21 @@ def list_key_flags_under_program(module_name: str,
     return {flag.name for flag in key_flags}
 
 
+def check_no_arguments(argv: list[str]) -> None:
+    """Refuses the words absl left after the flags: a command reads every value from a flag.
+
+    Such a word is most often a value written apart from its boolean flag
+    (`--do_train false` sets --do_train and leaves `false`); ignoring it
+    would run with a setting the user did not ask for.
+
+    Args:
+      argv: what absl passes to `main`: the program, then the words left.
+    """
+    if len(argv) > 1:
+        raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}: every value goes in "
+                         "a flag (--name=value; a boolean flag as --name or --noname)")
+
+
 def run_command(define_flags: Callable[[], None], main: Callable[[list[str]], object],
                 module_name: str, *, rerun: str = faults.RERUN_RESUMES) -> None:
     """A command as a program: its flags defined and listed by `--help`, then `main` run by

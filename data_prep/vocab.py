@@ -224,8 +224,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
-    if len(argv) > 1:
-        raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
+    program.check_no_arguments(argv)
     build_vocab_file(values.input_file or "", values.output_file or "", values.vocab_size,
                      values.do_lower_case, values.num_unused, values.min_count)
 

@@ -74,6 +74,7 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
                          f"got {format_name!r}")
+    _check_used(format_name, sequence_length, serving_version)
     if format_name in layouts.FORMATS:
         return layouts.export_model(source, output_dir, format_name,
                                     sequence_length, do_lower_case,
@@ -119,6 +120,17 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         else:
             write(tokenizer, length, staging, False)
     return Path(output_dir)
+
+
+def _check_used(format_name: str, sequence_length: Any, serving_version: Any) -> None:
+    """Refuses a setting `format_name` has no use for: ignored, it would look applied."""
+    if sequence_length is not None and format_name in ("google", "huggingface"):
+        raise FieldError("{sequence_length}={0!r} sets a preprocessor's length; the {1} format "
+                         "holds weights only, so leave {sequence_length} unset", sequence_length,
+                         format_name)
+    if serving_version != 1 and format_name != "tf_serving":
+        raise FieldError("{serving_version}={0!r} applies to format_name='tf_serving', not {1!r}",
+                         serving_version, format_name)
 
 
 def _sequence_length(model, loaded: ExportSource, sequence_length: int | None) -> int:

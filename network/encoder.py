@@ -13,7 +13,7 @@ from network.layers import fast_paths
 from network.layers.attention import attention_bias
 from network.layers.dense import Dense
 from network.layers.embeddings import BertEmbeddings
-from network.layers.input_checks import checked_mask
+from network.layers.input_checks import checked_mask, checked_shape
 from network.layers.settings import ConfigurableModel
 from network.layers.transformer import TransformerBlock
 from network.pretrained import Pretrained
@@ -115,10 +115,12 @@ class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
         if input_mask is None:
             input_mask = ops.ones_like(input_ids)
         else:  # a padding mask of 0s and 1s only (`network.layers.input_checks`)
-            input_mask = checked_mask(input_mask)
+            input_mask = checked_mask(checked_shape(input_mask, input_ids, "input_mask"))
         segment_ids = inputs.get("segment_ids")
         if segment_ids is None:
             segment_ids = ops.zeros_like(input_ids)
+        else:
+            segment_ids = checked_shape(segment_ids, input_ids, "segment_ids")
         read_positions = None  # [CLS] (for the pooler) and the output positions
         if output_positions is not None:
             if self.output_hidden_states or self.output_attentions:

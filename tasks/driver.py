@@ -43,7 +43,7 @@ from tasks.contract import TaskResult
 from tasks.model_files import (FINE_TUNING, ModelFiles, ModelNeeds, ResolvedModel,
                                resolve_model_files)
 from training import loop
-from training.configs import OptimizationConfig, TrainingConfig
+from training.configs import MAX_SEED, OptimizationConfig, TrainingConfig
 from training.trainer import fine_tune
 from training.training_logs import write_eval_scalars
 
@@ -215,6 +215,9 @@ class FineTuningTask:
         """The model's files resolved by the task's needs, its checks before and after."""
         hooks = self.hooks.for_task(task)
         hooks.check(task, optimization)
+        if training.random_seed + task.num_restarts - 1 > MAX_SEED:  # restart k seeds seed + k
+            raise FieldError("{random_seed}={0} with {num_restarts}={1}: the last restart's "
+                             "seed would pass 2**32 - 1", training.random_seed, task.num_restarts)
         resolved = resolve_model_files(model_files, hooks.needs(task), training.max_seq_length)
         hooks.check(task, optimization, resolved)
         return resolved

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from absl import logging
 
-from core.arguments import FieldError
+from core.arguments import FieldError, FieldFileNotFoundError, FieldOSError
 from network import pretrained
 from network.config import BertConfig, ConfigError
 from text.tokenization import FullTokenizer, load_vocab
@@ -94,7 +94,10 @@ def resolve_model_files(model_files: ModelFiles, needs: ModelNeeds,
     if needs.weights and files.transfer_layers is not None:
         raise FieldError("{transfer_layers} picks the blocks a fine-tuned model starts from; a "
                          "frozen encoder is read whole")
-    config = BertConfig.from_json_file(files.bert_config_file)
+    try:
+        config = BertConfig.from_json_file(files.bert_config_file)
+    except ConfigError as error:
+        raise FieldError("{bert_config_file}: {0}", error) from None
     config.check_sequence_length(max_seq_length, "max_seq_length", files.bert_config_file)
     if files.vocab_file:
         _check_vocabulary_size(files, config, exact=needs.vocabulary)
@@ -104,7 +107,12 @@ def resolve_model_files(model_files: ModelFiles, needs: ModelNeeds,
 def _check_vocabulary_size(files: ModelFiles, config: BertConfig, exact: bool) -> None:
     """More tokens than embedding rows index past the table; fewer, for a task that
     tokenizes, mean the vocabulary of another model."""
-    tokens = len(load_vocab(files.vocab_file))
+    try:
+        tokens = len(load_vocab(files.vocab_file))
+    except FileNotFoundError as error:
+        raise FieldFileNotFoundError("{vocab_file}: {0}", error) from None
+    except OSError as error:  # a folder, a file that cannot be read
+        raise FieldOSError("{vocab_file}: {0}", error) from None
     if exact and tokens != config.vocab_size:
         raise ValueError(f"{files.vocab_file} holds {tokens} tokens but "
                          f"{files.bert_config_file} says vocab_size={config.vocab_size}")

@@ -19,6 +19,8 @@ from training import distribution
 from training.distribution import PRECISIONS, STRATEGIES
 from training.optimization import OPTIMIZER_TYPES, plan
 
+MAX_SEED = 2**32 - 1
+
 
 def check_weights_to_evaluate(evaluates: Sequence[str], do_train: bool,
                               init_checkpoint: str | None, resume_dir: str | None = None) -> None:
@@ -116,6 +118,9 @@ class TrainingConfig:
                      "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
                      "log_every"):
             check_integer(name, getattr(self, name))
+        check_integer("random_seed", self.random_seed, minimum=0)
+        if self.random_seed > MAX_SEED:  # NumPy's seeds; Keras seeds NumPy with it
+            raise FieldError("{random_seed} must be at most 2**32 - 1, got {0}", self.random_seed)
         if self.iterations_per_loop is not None:
             check_integer("iterations_per_loop", self.iterations_per_loop)
         if self.dtype not in PRECISIONS:

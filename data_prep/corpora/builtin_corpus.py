@@ -139,8 +139,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
-    if len(argv) > 1:
-        raise ValueError(f"unexpected arguments: {' '.join(argv[1:])}")
+    program.check_no_arguments(argv)
     builders = {"wikipedia": wikipedia_sample_path, "news": news_sample_path}
     for name, build in builders.items():
         if values.corpus in (name, "all"):

@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from network.layers.dropout import Dropout
-from network.layers.input_checks import checked_ids
+from network.layers.input_checks import checked_ids, checked_length
 from network.layers.settings import ConfigurableLayer
 
 
@@ -53,7 +53,8 @@ class BertEmbeddings(ConfigurableLayer):
             raise ValueError(f"input_ids has {seq_length} positions but the model has only "
                              f"max_position_embeddings={self.max_position_embeddings}")
         # `tf.gather`, not `ops.take`, which reads a negative id from the end of the table.
-        input_ids = checked_ids(input_ids, self.vocab_size, "input_ids", "vocab_size")
+        input_ids = checked_ids(checked_length(input_ids, self.max_position_embeddings),
+                                self.vocab_size, "input_ids", "vocab_size")
         segment_ids = checked_ids(segment_ids, self.type_vocab_size, "segment_ids",
                                   "type_vocab_size")
         embeddings = (tf.gather(self.word_embeddings, input_ids)

@@ -12,6 +12,9 @@ lookups they guard:
   and its smallest and largest values; the guarded tensor passes through
   it, so nothing computed from the input runs unless it held (a failed one
   is a `tf.errors.InvalidArgumentError`, "assertion failed: [...]");
+- an Assert that the mask and the segment ids have the ids' shape, and
+  that a row holds 1 to max_position_embeddings positions, each naming
+  the input and the shapes it has;
 - lookups done with `tf.gather`, which refuses an index outside the table
   at either end, in TensorFlow and in LiteRT's interpreter alike; the mask
   passes through a lookup in the table [0, 1], so that LiteRT, whose
@@ -55,6 +58,34 @@ def checked_mask(mask: tf.Tensor) -> tf.Tensor:
     mask = _guarded(mask, 0, 1, "input_mask holds values other than 0 (padding) and 1 "
                                 "(a real token); its smallest and largest:")
     return tf.gather(tf.constant(_MASK_VALUES, mask.dtype), mask)
+
+
+def checked_shape(values: tf.Tensor, input_ids: tf.Tensor, name: str) -> tf.Tensor:
+    """`values` (the mask or the segment ids), usable only once its shape is `input_ids'`.
+
+    Of another length, it would be broadcast against the ids or fail in a
+    product deep inside, naming a node rather than the input.
+    """
+    if values.shape.rank is not None and input_ids.shape.rank is not None and (
+            values.shape.rank != input_ids.shape.rank):
+        raise ValueError(f"{name} has rank {values.shape.rank} but input_ids has rank "
+                         f"{input_ids.shape.rank}: they must have one shape")
+    shape, wanted = tf.shape(values), tf.shape(input_ids)
+    check = tf.debugging.Assert(tf.reduce_all(tf.equal(shape, wanted)), [
+        f"{name} must have the shape of input_ids; its shape, then theirs:", shape, wanted])
+    with tf.control_dependencies([check]):
+        return tf.identity(values)
+
+
+def checked_length(input_ids: tf.Tensor, positions: int) -> tf.Tensor:
+    """`input_ids`, usable only once its rows hold 1 to `positions` tokens: a row of none has
+    no [CLS] to pool, one longer than the position table has no embedding for its end."""
+    length = tf.shape(input_ids)[1]
+    check = tf.debugging.Assert((length >= 1) & (length <= positions), [
+        f"input_ids must hold 1 to {positions} positions (max_position_embeddings={positions})"
+        "; it holds", length])
+    with tf.control_dependencies([check]):
+        return tf.identity(input_ids)
 
 
 def _guarded(values: tf.Tensor, lowest: int, highest: int, message: str) -> tf.Tensor:

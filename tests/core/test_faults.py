@@ -118,6 +118,11 @@ class OneLineEndingsTest(tf.test.TestCase):
             with ending():
                 raise KeyError("a bug")
 
+    def test_a_line_break_a_value_brought_in_keeps_the_ending_one_line(self):
+        with ending(flags={"vocab_file"}) as outcome:
+            raise FieldFileNotFoundError("{vocab_file}={0}: no such file", "a\nb\r.txt")
+        self.assertEqual(outcome, ["prog: error: --vocab_file=a\\nb\\r.txt: no such file\n", 1])
+
     def test_a_user_error_names_the_fields_that_are_the_programs_flags_as_flags(self):
         with ending(flags={"vocab_file"}) as outcome:
             raise FieldFileNotFoundError("{vocab_file}={0}: no such file (for {max_seq_length})",

@@ -93,7 +93,8 @@ class ProgramTest(tf.test.TestCase, parameterized.TestCase):
         ("vocab", "data_prep.vocab", ["--input_file= , ", "--output_file=vocab.txt"],
          "--input_file is empty: give comma-separated globs of corpus files"),
         ("builtin_corpus", "data_prep.corpora.builtin_corpus", ["news"],
-         "unexpected arguments: news"),
+         "unexpected arguments: news: every value goes in a flag (--name=value; a boolean "
+         "flag as --name or --noname)"),
         ("squad_metric", "evaluation.squad", ["{data}", "{predictions}", "--na-prob-file=p.json",
                                              "--version=1.1"],
          "--na_prob_file applies to SQuAD 2.0 only"),

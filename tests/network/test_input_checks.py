@@ -52,6 +52,12 @@ class EncoderInputChecksTest(TestCase, parameterized.TestCase):
         cls.encoder = BertEncoder(tiny_config())
         traced = tf.function(lambda features: cls.encoder(features)["pooled_output"])
         cls.traced = staticmethod(traced)
+        # As a served signature traces it: any batch and length, so only the graph can check.
+        spec = tf.TensorSpec([None, None], tf.int32)
+        served = tf.function(lambda input_ids, input_mask, segment_ids: cls.encoder(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        )["pooled_output"], input_signature=[spec] * 3)
+        cls.served = staticmethod(lambda features: served(**features))
 
     @parameterized.named_parameters(*BAD_INPUTS)
     def test_a_value_outside_its_table_is_refused_naming_the_input(self, name, value, message):
@@ -61,6 +67,24 @@ class EncoderInputChecksTest(TestCase, parameterized.TestCase):
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
                                     rf"assertion failed: \[{message}.*\] \[-?\d+\] \[-?\d+\]"):
             self.traced(bad)
+
+    @parameterized.named_parameters(("mask", "input_mask"), ("segments", "segment_ids"))
+    def test_a_mask_or_segments_of_another_length_are_refused_naming_them(self, name):
+        bad = packed()
+        bad[name] = bad[name][:, :-1]
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    rf"{name} must have the shape of input_ids; its shape, "
+                                    r"then theirs:\] \[2 7\] \[2 8\]"):
+            self.served(bad)
+
+    @parameterized.parameters(0, TINY_CONFIG["max_position_embeddings"] + 1)
+    def test_rows_of_no_position_or_past_the_table_are_refused(self, length):
+        positions = TINY_CONFIG["max_position_embeddings"]
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                    rf"input_ids must hold 1 to {positions} positions "
+                                    rf"\(max_position_embeddings={positions}\); it holds\] "
+                                    rf"\[{length}\]"):
+            self.served(packed(length=length))
 
     def test_valid_inputs_and_an_empty_batch_pass(self):
         self.assertEqual(self.traced(packed()).shape, (2, TINY_CONFIG["hidden_size"]))
