@@ -23,11 +23,14 @@ Hugging Face folder, this project's pre-training or fine-tuning
   model each word's pieces) and `model/<--serving_version>/`, the SavedModel
   on those ids in TF Serving's layout: no tensorflow-text needed, compiles
   with XLA;
-- `tflite` (a fine-tuned classifier): `model.tflite` on the same ids, and
-  `preprocess/`. See `export/serving_folders.py`.
+- `tflite` (any model: a pre-trained network's `sequence_output` and
+  `pooled_output`, or a fine-tuned model's outputs as in `tf_serving`):
+  `model.tflite` on the same ids, for `ai_edge_litert`'s interpreter, and
+  `preprocess/`. See `export/tflite.py`.
 
 `--quantize=int8` quantizes the model before a SavedModel export (`tf_hub`,
-a task model's `saved_model`, `tf_serving`); the other formats refuse it.
+a task model's `saved_model`, `tf_serving`); with `tflite` it is LiteRT's
+own dynamic-range int8; the other formats refuse it.
 
 The Google and Hugging Face layouts hold the pre-trained network (with its
 masked-LM and next-sentence heads when the source has them); a fine-tuned
@@ -69,7 +72,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                          "sentence-transformers window, else 128 or the model's positions if "
                          "fewer; tf_hub's bert_pack_inputs takes its own).", **into)
     flags.DEFINE_string("quantize", None, "int8: quantize before a SavedModel export "
-                        "(tf_hub, a task model's saved_model, tf_serving).", **into)
+                        "(tf_hub, a task model's saved_model, tf_serving); tflite: LiteRT's "
+                        "dynamic-range int8.", **into)
     flags.DEFINE_integer("serving_version", 1, "tf_serving: the numeric model's version "
                          "folder, model/<version>/, as TF Serving reads it.", **into)
     flags.DEFINE_bool("do_lower_case", None, "Lowercase and strip accents (default: what the "

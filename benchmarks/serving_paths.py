@@ -8,8 +8,8 @@
   int8 numeric model holds the plain int8 product (`portable_tracing`),
   which only XLA runs fast, so it is timed under XLA only.
 - LiteRT: the same numeric signature converted by the product
-  (`export.numeric.tflite_model`); with `int8`, the converter also
-  applies LiteRT's own dynamic-range quantization (`Optimize.DEFAULT`:
+  (`export.tflite.tflite_model`); with `int8`, the product's
+  `--quantize=int8`: LiteRT's own dynamic-range quantization (`Optimize.DEFAULT`:
   int8 weights, activations quantized per call). It runs in
   `ai_edge_litert.interpreter.Interpreter` on `THREADS` threads with its
   default XNNPACK delegate; the note counts XNNPACK's partitions of the
@@ -97,33 +97,12 @@ def saved_encoder(spec: dict) -> tuple[Callable[[dict], None], str]:
     return call, note
 
 
-@contextlib.contextmanager
-def dynamic_range_int8() -> Iterator[None]:
-    """Within this block, TFLite converters built from concrete functions quantize to int8
-    (`Optimize.DEFAULT`); the product's conversion has no option for it yet."""
-    import tensorflow as tf
-
-    converter_class = tf.lite.TFLiteConverter
-    original = converter_class.from_concrete_functions
-
-    def with_int8(*args, **kwargs):
-        converter = original(*args, **kwargs)
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        return converter
-
-    converter_class.from_concrete_functions = with_int8
-    try:
-        yield
-    finally:
-        converter_class.from_concrete_functions = original
-
-
 def litert_model(model, int8: bool) -> bytes:
     """`model`'s numeric signature as the product converts it; LiteRT's int8 if `int8`."""
-    from export.numeric import NumericServing, tflite_model
+    from export.numeric import NumericServing
+    from export.tflite import tflite_model
 
-    with dynamic_range_int8() if int8 else contextlib.nullcontext():
-        return tflite_model(NumericServing(model))
+    return tflite_model(NumericServing(model), "int8" if int8 else None)
 
 
 def litert_runner(content: bytes, text_ops: bool = False) -> tuple[Callable[..., dict], str]:

@@ -14,7 +14,8 @@ which live with the tasks that define what they serve:
   folder's pooling and normalization);
 - "tf_serving": the same SavedModel split in two as TF Hub's BERT is, the
   preprocessing on strings and the model on ids, beside the raw-text one;
-  "tflite": a classifier on ids in TFLite (`export.serving_folders`).
+  "tflite": any model on ids in LiteRT's flat buffer (`export.tflite`), float32
+  or LiteRT's own int8.
 
 Each takes what every export takes (`export.sources`): a model
 object, a `.keras` file, or a folder, checkpoint or name, and writes
@@ -42,6 +43,7 @@ from export.serving_preprocess import (ClassifierPreprocess, EmbedderPreprocess,
 from export.serving_span import SpanServing, export_span_model
 from export.serving_tagging import TaggerServing, export_tagger
 from export.sources import ExportSource, export_source, source_paths
+from export.tflite import ids_preprocess
 from modeling.classifier import BertClassifier
 from modeling.preprocessor import default_sequence_length
 from modeling.span_model import BertSpanModel
@@ -68,7 +70,7 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         "tf_hub" and a task model's "saved_model" and "tf_serving". It takes folders and `.keras`
         files: a model object is quantized by its own `quantize`, which changes
         it in place, so this export refuses to do that behind the caller's back.
-        "tflite" refuses it (TFLite has its own quantization).
+        "tflite" takes any source: LiteRT's converter quantizes, the model unchanged.
       serving_version: "tf_serving": the numeric model's folder, `model/<serving_version>/`.
     """
     if format_name not in FORMATS:
@@ -79,8 +81,9 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         return layouts.export_model(source, output_dir, format_name,
                                     sequence_length, do_lower_case,
                                     quantize)
-    check_quantize(quantize, format_name,
-                   "a float TFLite model" if format_name == "tflite" else None)
+    check_quantize(quantize, format_name, None)
+    # TFLite is quantized by its converter (export.tflite), the Keras model left as it is.
+    lite_quantize, quantize = (quantize, None) if format_name == "tflite" else (None, quantize)
     serving_version = check_integer("serving_version", serving_version)
     if quantize and isinstance(source, keras.Model):
         raise FieldError("{quantize}={0!r} with a model object: call its quantize({0!r}) "
@@ -98,9 +101,9 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
     if format_name == "embedder" and not isinstance(model, BertTextEmbedder):
         raise ValueError(f"source holds a {type(model).__name__}, not a BertTextEmbedder: "
                          "give an embedder, its .keras file, or a model folder")
-    write = _serving_export(model)
     if format_name in NUMERIC_FORMATS:
         check_numeric_format(model, format_name)
+    write = (format_name == "tflite" and ids_preprocess(model)) or _serving_export(model)
     if quantize:
         if not isinstance(model, QuantizableModel):
             raise FieldError("{quantize}={0!r}: a {1} has no int8 path; export it without "
@@ -116,7 +119,7 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
         if format_name in NUMERIC_FORMATS:
             write_numeric_folder(model, staging, format_name, serving_version,
                                  lambda path, preprocess: write(tokenizer, length, path,
-                                                                preprocess))
+                                                                preprocess), lite_quantize)
         else:
             write(tokenizer, length, staging, False)
     return Path(output_dir)

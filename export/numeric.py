@@ -19,7 +19,7 @@ SavedModels, and so do these exports:
   `pooled_output`. Only TensorFlow's own ops:
   it loads without tensorflow-text, compiles with XLA
   (`tf.function(jit_compile=True)` around the loaded signature) and
-  converts to TFLite. Ids are int32 as TF Hub's; any sequence length up to
+  converts to TFLite (`export.tflite`). Ids are int32 as TF Hub's; any sequence length up to
   the model's `max_position_embeddings`.
 
 An int8-quantized model is traced with the plain int8 product
@@ -30,11 +30,8 @@ a slow generic kernel, so serve it compiled (`jit_compile=True`).
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
-from core.framework import frozen_function
 from core.record_schema import ENCODER_INPUTS
 from core.saved_models import KerasCall
 from modeling.classifier import BertClassifier
@@ -82,38 +79,3 @@ def save_numeric(model, folder: str) -> NumericServing:
     module = NumericServing(model)
     tf.saved_model.save(module, folder, signatures={"serving_default": module.serve})
     return module
-
-
-def tflite_model(module: NumericServing) -> bytes:
-    """The numeric signature as a TFLite flat buffer, TFLite's built-in ops only.
-
-    The variables are frozen first (`core.framework.frozen_function`); the
-    signature keeps the SavedModel's input and output names.
-    """
-    frozen = frozen_function(module.serve)
-    names = [tensor.name.split(":")[0] for tensor in frozen.inputs]
-    specs = {spec.name: spec for spec in module.serve.structured_input_signature[1].values()}
-
-    def serve(**features: tf.Tensor) -> dict[str, tf.Tensor]:
-        flat = frozen(*[features[name] for name in names])
-        return tf.nest.pack_sequence_as(module.serve.structured_outputs, flat)
-
-    holder = tf.Module()
-    holder.serve = tf.function(serve).get_concrete_function(**specs)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([holder.serve], holder)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    return converter.convert()
-
-
-def write_tflite(module: NumericServing, path: str | os.PathLike) -> None:
-    """Writes `tflite_model(module)` to `path` (inside an export's staging folder).
-
-    A failed write is raised naming `path` (Python's own error names no
-    file), so a full disk is reported by the file the user would have had.
-    """
-    content = tflite_model(module)
-    try:
-        with open(path, "wb") as writer:
-            writer.write(content)
-    except OSError as error:
-        raise OSError(error.errno, error.strerror, os.fspath(path)) from error

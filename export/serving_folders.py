@@ -13,8 +13,9 @@ not at all (`core.export_folder`):
     (`export.serving_preprocess`);
   - `model/<serving_version>/`: the numeric SavedModel, in TF Serving's
     layout (`--model_base_path=<output_dir>/model`; `export.numeric`);
-- "tflite" (a classifier): `model.tflite` (the numeric signature in TFLite's
-  built-in ops) and `preprocess/`;
+- "tflite" (every kind of model, `export.tflite`): `model.tflite` (the numeric
+  signature in TFLite's built-in ops; with `quantize`, LiteRT's int8) and
+  `preprocess/`;
 
 each with `labels.txt`, the label names in the order of the outputs (a
 classifier's or a tagger's). The tokenizer stays out of the TFLite model: it
@@ -30,8 +31,8 @@ import os
 import shutil
 from typing import Callable
 
-from export.numeric import NumericServing, save_numeric, write_tflite
-from modeling.classifier import BertClassifier
+from export.numeric import save_numeric
+from export.tflite import TFLITE_FILE, check_tflite_model, write_tflite
 from network.model_folder import LABELS_FILE
 
 NUMERIC_FORMATS = ("tf_serving", "tflite")
@@ -39,15 +40,14 @@ RAW_TEXT, PREPROCESS, MODEL = "raw_text", "preprocess", "model"
 
 
 def check_numeric_format(model, format_name: str) -> None:
-    """Refuses a model the format cannot hold (TFLite: a classifier only), before any writing."""
-    if format_name == "tflite" and not isinstance(model, BertClassifier):
-        raise ValueError(f"format_name='tflite' takes a fine-tuned classifier, not a "
-                         f"{type(model).__name__}; export it on ids with "
-                         "format_name='tf_serving'")
+    """Refuses a model the format cannot hold, before any writing."""
+    if format_name == "tflite":
+        check_tflite_model(model)
 
 
 def write_numeric_folder(model, folder: str, format_name: str, serving_version: int,
-                         write_text_model: Callable[[str, bool], object]) -> None:
+                         write_text_model: Callable[[str, bool], object],
+                         quantize: str | None = None) -> None:
     """Writes `model`'s `format_name` layout (see the module) into `folder`, an export's staging.
 
     Args:
@@ -57,12 +57,13 @@ def write_numeric_folder(model, folder: str, format_name: str, serving_version: 
       serving_version: the numeric model's version folder under `model/`.
       write_text_model: (path, preprocess) writes the raw-text SavedModel of the
         model's kind to `path`, or with `preprocess` its preprocessing alone.
+      quantize: "tflite": "int8" converts with LiteRT's int8 (`export.tflite`).
     """
     if format_name == "tf_serving":
         write_text_model(os.path.join(folder, RAW_TEXT), False)
         save_numeric(model, os.path.join(folder, MODEL, str(serving_version)))
     else:
-        write_tflite(NumericServing(model), os.path.join(folder, "model.tflite"))
+        write_tflite(model, os.path.join(folder, TFLITE_FILE), quantize)
     write_text_model(os.path.join(folder, PREPROCESS), True)
     labels = os.path.join(folder, PREPROCESS, LABELS_FILE)
     if os.path.isfile(labels):

@@ -145,7 +145,8 @@ class BertTextEmbedder(ConfigurableModel):
         inputs = {key: features[key] for key in ENCODER_INPUTS if key in features}
         sequence = ops.cast(self.encoder(inputs, training=training)["sequence_output"],
                             "float32")
-        mask = ops.cast(inputs["input_mask"], "float32")[:, :, None]
+        # expand_dims, not [:, :, None]: TFLite has no strided slice that adds an axis.
+        mask = ops.expand_dims(ops.cast(inputs["input_mask"], "float32"), -1)
         vectors = ops.concatenate([pool(mode, sequence, mask) for mode in self.pooling], -1)
         if self.normalize:  # torch.nn.functional.normalize: x / max(||x||, 1e-12)
             norm = ops.sqrt(ops.sum(ops.square(vectors), axis=-1, keepdims=True))

@@ -1,4 +1,4 @@
-"""The served paths' own logic: LiteRT's in-graph packing, and int8 conversion switched on."""
+"""The served paths' own logic: LiteRT's in-graph packing."""
 
 import tensorflow as tf
 
@@ -28,19 +28,6 @@ class ServingPathsTest(TestCase):
         short = serving_paths.fast_bert_packing(tokenizer, 6)(tf.constant(["want", ""]))
         self.assertAllEqual(short["input_ids"], [[1, 3, 2], [1, 2, 0]])  # the longest row: 3
         self.assertAllEqual(short["input_mask"], [[1, 1, 1], [1, 1, 0]])
-
-    def test_int8_conversion_is_switched_on_within_the_block_only(self):
-        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
-        def double(x):
-            return 2 * x
-
-        holder = tf.Module()
-        holder.double = double.get_concrete_function()
-        with serving_paths.dynamic_range_int8():
-            inside = tf.lite.TFLiteConverter.from_concrete_functions([holder.double], holder)
-        outside = tf.lite.TFLiteConverter.from_concrete_functions([holder.double], holder)
-        self.assertEqual(inside.optimizations, [tf.lite.Optimize.DEFAULT])
-        self.assertFalse(outside.optimizations)
 
 
 if __name__ == "__main__":

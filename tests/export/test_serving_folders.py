@@ -20,6 +20,7 @@ import tensorflow as tf
 from modeling.classifier import BertClassifier
 from network.checkpoints import export_google_checkpoint
 from network.config import BertConfig
+from tests.export.lite_runner import RUNTIME, lite_runner
 from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
 from tests.modeling.tiny_folder import tiny_folder
 from tests.network.test_input_checks import BAD_INPUTS, with_bad_value
@@ -116,17 +117,17 @@ class ClassifierExportTest(TestCase):
     def test_ids_outside_their_tables_are_refused_by_every_served_model(self):
         """The numeric SavedModel (float and int8) fails naming the input; LiteRT, whose
         converter drops Assert ops, fails its gather: none answers for another id."""
-        interpreter = tf.lite.Interpreter(model_path=str(self.lite / "model.tflite"))
-        runner = interpreter.get_signature_runner("serving_default")
         served = [_Numeric(folder / "model" / "1") for folder in (self.float, self.int8)]
         for case, name, value, message in BAD_INPUTS:
             bad = with_bad_value(self.ids, name, value)
             for numeric in served:
                 with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message, msg=case):
                     numeric(**bad)
-            with self.assertRaisesRegex(RuntimeError, r"\(GATHER\) failed to invoke", msg=case):
-                runner(**bad)
-        self.assertEqual(runner(**self.ids)["logits"].shape, (len(TEXTS), len(LABELS)))
+            with self.assertRaisesRegex(RuntimeError, r"\(GATHER\) failed to invoke",
+                                        msg=f"{case}, {RUNTIME}"):
+                lite_runner(self.lite / "model.tflite")(**bad)
+        self.assertEqual(lite_runner(self.lite / "model.tflite")(**self.ids)["logits"].shape,
+                         (len(TEXTS), len(LABELS)))
 
     @pytest.mark.slow
     def test_numeric_model_runs_without_tensorflow_text(self):
@@ -148,8 +149,7 @@ class ClassifierExportTest(TestCase):
             self.assertAllClose(compiled(**self.ids)["logits"], plain, atol=_XLA_ATOL, rtol=0)
 
     def test_tflite_gives_the_saved_models_logits(self):
-        interpreter = tf.lite.Interpreter(model_path=str(self.lite / "model.tflite"))
-        runner = interpreter.get_signature_runner("serving_default")
+        runner = lite_runner(self.lite / "model.tflite")
         served = runner(**self.ids)
         expected = self._float_outputs()
         self.assertEqual(sorted(served), ["logits", "probabilities"])
@@ -213,8 +213,8 @@ class ClassifierExportRefusalTest(TestCase):
         self.assertNotIn("\n", str(caught.exception))
         self.assertFalse(out.exists())
 
-    def test_int8_only_for_savedmodel_formats(self):
-        for format_name in ("google", "huggingface", "tflite"):
+    def test_int8_is_refused_by_the_checkpoint_formats(self):
+        for format_name in ("google", "huggingface"):
             self._refused(rf"^--quantize='int8' exports int8 SavedModels; the '{format_name}' "
                           r"format writes .*, so leave --quantize unset for it$",
                           format=format_name, quantize="int8")
@@ -230,10 +230,10 @@ class ClassifierExportRefusalTest(TestCase):
                       format="tflite", serving_version=2)
 
     def test_a_pretrained_encoder_has_no_serving_export(self):
-        for format_name in ("tf_serving", "tflite"):
-            self._refused(r"^a BertPretrainer has no SavedModel on raw text: export a "
-                          r"fine-tuned classifier, tagger or span model, or an embedder",
-                          format=format_name)
+        # (tflite takes it: tests/export/test_tflite.py)
+        self._refused(r"^a BertPretrainer has no SavedModel on raw text: export a "
+                      r"fine-tuned classifier, tagger or span model, or an embedder",
+                      format="tf_serving")
 
     def test_a_folder_of_the_users_is_kept(self):
         out = self.root / "mine"

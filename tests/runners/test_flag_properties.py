@@ -42,9 +42,9 @@ from text.tokenization import FullTokenizer
 
 # Where each runner's work begins, once its flags, its files and its folder are checked.
 WORK_STARTS = {"run_pretraining": "tasks.pretraining.BertPretrainer",
-               "run_classifier": "training.finetuning.build_model",
-               "run_squad": "training.finetuning.build_model",
-               "run_ner": "training.finetuning.build_model",
+               "run_classifier": "tasks.driver.TaskHooks.pretrained",
+               "run_squad": "tasks.driver.TaskHooks.pretrained",
+               "run_ner": "tasks.driver.TaskHooks.pretrained",
                "extract_features": "tasks.features.BertEncoder",
                "export_model": "export_model.export_model"}
 # The flags that name what a run writes: a run that starts may change what is under them.
