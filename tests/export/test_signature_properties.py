@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from export.model_exports import export_model
-from export.numeric import NumericServing, save_numeric, write_tflite
+from export.numeric import save_numeric
+from export.tflite import write_tflite
 from modeling import BertClassifier
 from tests.fixtures import TINY_CONFIG, TestCase
 from tests.modeling.tiny_folder import tiny_folder
@@ -217,8 +218,7 @@ class LiteRtSignaturePropertiesTest(_SignatureProperty):
         super().setUpClass()
         root = cls.class_folder()
         # The flat buffer alone, as the tflite export writes it beside its preprocessing.
-        write_tflite(NumericServing(keras.saving.load_model(_classifier_file(root))),
-                     root / "model.tflite")
+        write_tflite(keras.saving.load_model(_classifier_file(root)), root / "model.tflite")
         try:
             from ai_edge_litert.interpreter import Interpreter
         except ImportError:
