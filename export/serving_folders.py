@@ -31,7 +31,6 @@ import shutil
 from typing import Callable
 
 from export.numeric import NumericServing, save_numeric, write_tflite
-from modeling.classifier import BertClassifier
 from network.model_folder import LABELS_FILE
 
 NUMERIC_FORMATS = ("tf_serving", "tflite")
@@ -40,7 +39,7 @@ RAW_TEXT, PREPROCESS, MODEL = "raw_text", "preprocess", "model"
 
 def check_numeric_format(model, format_name: str) -> None:
     """Refuses a model the format cannot hold (TFLite: a classifier only), before any writing."""
-    if format_name == "tflite" and not isinstance(model, BertClassifier):
+    if format_name == "tflite" and model.serving_spec().kind != "classifier":
         raise ValueError(f"format_name='tflite' takes a fine-tuned classifier, not a "
                          f"{type(model).__name__}; export it on ids with "
                          "format_name='tf_serving'")
