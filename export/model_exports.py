@@ -40,7 +40,7 @@ from export.serving_preprocess import (ClassifierPreprocess, EmbedderPreprocess,
                                        TaggerPreprocess)
 from export.serving_span import SpanServing, export_span_model
 from export.serving_tagging import TaggerServing, export_tagger
-from export.sources import ExportSource, export_source, source_paths
+from export.sources import ExportSource, export_source, is_model_or_file, source_paths
 from export.tf_hub import export_tf_hub
 from modeling.preprocessor import default_sequence_length
 from modeling.text_embedder import BertTextEmbedder
@@ -116,8 +116,7 @@ def _served_source(source: Any, format_name: str, sequence_length: int | None,
                    do_lower_case: bool | None) -> ExportSource:
     """The source of a SavedModel export; for "embedder", a folder read as
     `BertTextEmbedder.from_pretrained` reads it, and nothing but an embedder."""
-    if format_name == "embedder" and not isinstance(source, keras.Model) and not os.fspath(
-            source).endswith(".keras"):
+    if format_name == "embedder" and not is_model_or_file(source):
         loaded = export_source(BertTextEmbedder.from_pretrained(source, sequence_length,
                                                                 do_lower_case=do_lower_case))
     else:

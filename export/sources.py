@@ -81,6 +81,13 @@ def source_paths(source: Any, argument: str = "source") -> list[str]:
     return [os.fspath(source)]
 
 
+def is_model_or_file(source: Any) -> bool:
+    """Whether `source` is a model object or the `.keras` file one was saved to, which keep
+    the model's own settings, rather than a folder, checkpoint or name."""
+    return isinstance(source, keras.Model) or (
+        isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".keras"))
+
+
 def export_source(source: Any, do_lower_case: bool | None = None,
                   argument: str = "source") -> ExportSource:
     """`source` (a model object, a `.keras` file, or a folder, checkpoint or name) to export.
