@@ -27,28 +27,26 @@ from pathlib import Path
 
 import numpy as np
 
-from modeling.classifier import BertClassifier
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.span_model import BertSpanModel
-from modeling.token_tagger import BertTokenTagger
 from network.checkpoints.names import huggingface_head_names
 from network.checkpoints.writing import (huggingface_config, huggingface_tensors,
                                          write_huggingface_folder)
 from network.config import BertConfig
+from network.serving_spec import ServingSpec
 
-# Model class -> (its Hugging Face class, whether that class has the pooler); the head's names
-# on both sides are in `names.HF_TASK_HEADS`, which also reads such a folder back.
+# A task model's kind (its `serving_spec()`) -> (its Hugging Face class, whether that class has
+# the pooler); the head's names on both sides are in `names.HF_TASK_HEADS`, which also reads
+# such a folder back.
 LAYOUTS = {
-    BertClassifier: ("BertForSequenceClassification", True),
-    BertMultipleChoice: ("BertForMultipleChoice", True),
-    BertTokenTagger: ("BertForTokenClassification", False),
-    BertSpanModel: ("BertForQuestionAnswering", False),
+    "classifier": ("BertForSequenceClassification", True),
+    "multiple_choice": ("BertForMultipleChoice", True),
+    "tagger": ("BertForTokenClassification", False),
+    "span": ("BertForQuestionAnswering", False),
 }
 
 
-def has_task_layout(model) -> bool:
-    """Whether `model` is a fine-tuned model that goes to a `BertFor...` class."""
-    return type(model) in LAYOUTS
+def has_task_layout(spec: ServingSpec) -> bool:
+    """Whether the model of `spec` is a fine-tuned model that goes to a `BertFor...` class."""
+    return spec.kind in LAYOUTS
 
 
 def export_huggingface_task(model, config: BertConfig, folder: str | os.PathLike) -> Path:
@@ -62,8 +60,9 @@ def export_huggingface_task(model, config: BertConfig, folder: str | os.PathLike
     Raises:
       ValueError: a model that reads its inputs in a way no `BertFor...` class does.
     """
-    check_task_layout(model)
-    architecture, pooler = LAYOUTS[type(model)]
+    spec = model.serving_spec()
+    check_task_layout(spec, type(model).__name__)
+    architecture, pooler = LAYOUTS[spec.kind]
     variables = model.encoder.checkpoint_variables()
     if not pooler:
         variables = {name: value for name, value in variables.items()
@@ -74,26 +73,26 @@ def export_huggingface_task(model, config: BertConfig, folder: str | os.PathLike
         tensors[theirs] = np.ascontiguousarray(np.asarray(head_variables[ours].numpy(),
                                                           np.float32))
     hf_config = huggingface_config(config, architecture)
-    if type(model) in (BertClassifier, BertTokenTagger):
-        names = model.label_names or [f"LABEL_{index}" for index in range(model.num_labels)]
+    if spec.num_labels is not None:  # a classifier's or a tagger's labels
+        names = spec.labels("LABEL_{}")
         hf_config.update(id2label={str(index): name for index, name in enumerate(names)},
                          label2id={name: index for index, name in enumerate(names)})
-        if type(model) is BertClassifier and model.num_labels == 1:
+        if spec.kind == "classifier" and spec.num_labels == 1:
             hf_config["problem_type"] = "regression"
-        elif type(model) is BertClassifier and model.multi_label:  # a sigmoid per label
+        elif spec.activation == "sigmoid":  # multi-label: a sigmoid per label
             hf_config["problem_type"] = "multi_label_classification"
     return write_huggingface_folder(tensors, hf_config, folder)
 
 
-def check_task_layout(model) -> None:
-    """Refuses a task model that no `BertFor...` class computes, naming what differs."""
-    name = type(model).__name__
-    if type(model) not in LAYOUTS:
+def check_task_layout(spec: ServingSpec, name: str) -> None:
+    """Refuses the task model `name` of `spec` if no `BertFor...` class computes it, naming
+    what differs."""
+    if spec.kind not in LAYOUTS:
         raise ValueError(f"{name} has no Hugging Face BertFor... class; the task models that "
-                         f"have one are {', '.join(cls.__name__ for cls in LAYOUTS)}")
-    if getattr(model, "causal", False):
+                         f"have one are the {', '.join(LAYOUTS)} models")
+    if spec.causal:
         raise ValueError(f"{name} is the left-to-right model (causal=True), which no "
                          "Hugging Face BERT class computes")
-    if getattr(model, "bilstm", None) is not None:
+    if spec.bilstm_units:
         raise ValueError(f"{name} reads the encoder through a BiLSTM (bilstm_units="
-                         f"{model.bilstm_units}), which no Hugging Face BERT class has")
+                         f"{spec.bilstm_units}), which no Hugging Face BERT class has")

@@ -1,16 +1,16 @@
-"""A model rewritten in another ecosystem's layout: Google's, Hugging Face's or TF Hub's.
+"""A model rewritten in another ecosystem's checkpoint layout: Google's or Hugging Face's.
 
 Whatever the source (a model object, a `.keras` file, a Google release, a
-Hugging Face folder, this project's run: `export.sources`), the output is what that ecosystem's own tools expect:
+Hugging Face folder, this project's run: `export.sources`), the output is
+what that ecosystem's own tools expect (`export.model_exports.export_model`
+is the way in, and also writes TF Hub's layout, `export.tf_hub`):
 
 - "google": `bert_config.json`, `vocab.txt`, `bert_model.ckpt.*` (TF1
   name-based), what the original repository's `--init_checkpoint` reads;
 - "huggingface": `config.json`, `model.safetensors`, `vocab.txt`,
-  `tokenizer_config.json`, what `transformers`' `from_pretrained` reads;
-- "tf_hub": the `preprocess` and `encoder` SavedModels of TF Hub's BERT
-  interface (`export.tf_hub`).
+  `tokenizer_config.json`, what `transformers`' `from_pretrained` reads.
 
-The first two carry the pre-trained network: the encoder and, when the
+Both carry the pre-trained network: the encoder and, when the
 source has them, the masked-LM and next-sentence heads. A fine-tuned head
 goes to Google's layout under the original scripts' names (`output_weights`,
 `cls/squad/...`), and to Hugging Face's as the matching `BertFor...` class
@@ -35,51 +35,29 @@ from typing import Any
 
 from absl import logging
 
-from core.export_folder import check_export_folder, export_folder
+from core.export_folder import export_folder
 from export.huggingface_tasks import check_task_layout, export_huggingface_task, has_task_layout
 from export.sources import export_source, source_paths
-from export.tf_hub import export_tf_hub
 from network.checkpoints import export_google_checkpoint, export_huggingface
 from network.model_folder import GOOGLE_CHECKPOINT, VOCAB_FILE, write_model_folder
-from network.quantization import check_quantize
 
-FORMATS = ("google", "huggingface", "tf_hub")
+LAYOUTS = ("google", "huggingface")
 
 
-def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
-                 sequence_length: int | None = None, do_lower_case: bool | None = None,
-                 quantize: str | None = None) -> Path:
-    """Writes the model in `source` to `output_dir` in `format_name` (one of FORMATS).
-
-    Args:
-      source: a model of this project (a fine-tuned task model, an encoder,
-        a `BertTextEmbedder`), a `.keras` file one was saved to, or a folder,
-        checkpoint or model name (`export.sources`).
-      output_dir: new, empty, or an earlier export of the same format (see the module).
-      format_name: "google", "huggingface" or "tf_hub".
-      sequence_length: what the TF Hub preprocessor pads to (default: the
-        model's default, `modeling.preprocessor.default_sequence_length`).
-      do_lower_case: overrides the casing read from the source; it decides the
-        TF Hub preprocessor's tokenizer and Hugging Face's `tokenizer_config.json`.
-      quantize: "int8" quantizes the TF Hub encoder (`model.quantize`); the
-        other formats write float checkpoints and refuse it.
+def write_layout(source: Any, output_dir: str | os.PathLike, format_name: str,
+                 do_lower_case: bool | None = None) -> Path:
+    """Writes the model in `source` to `output_dir` in `format_name`, one of LAYOUTS; the
+    arguments as `export.model_exports.export_model` takes and has checked them.
 
     A fine-tuned classifier, tagger or span model goes to Hugging Face as
     its `BertFor...` class with its labels (`export.huggingface_tasks`),
     and to Google's layout with its head under the original scripts' names.
     """
-    if format_name not in FORMATS:
-        raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
-                         f"got {format_name!r}")
-    check_quantize(quantize, format_name, None if format_name == "tf_hub" else
-                   "a float checkpoint (int8 weights have no place in it)")
-    check_export_folder(output_dir, format_name, source_paths(source), argument="output_dir")
-    if format_name == "tf_hub":
-        return export_tf_hub(source, output_dir, sequence_length, do_lower_case, quantize)
     loaded = export_source(source, do_lower_case)
-    task_layout = format_name == "huggingface" and has_task_layout(loaded.model)
+    spec = loaded.model.serving_spec()
+    task_layout = format_name == "huggingface" and has_task_layout(spec)
     if task_layout:
-        check_task_layout(loaded.model)
+        check_task_layout(spec, type(loaded.model).__name__)
     need = f"the {format_name} export"
     loaded.require_vocabulary(need)
     with export_folder(output_dir, format_name, source_paths(source),

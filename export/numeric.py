@@ -34,11 +34,8 @@ import tensorflow as tf
 
 from core.record_schema import ENCODER_INPUTS
 from core.saved_models import KerasCall
-from modeling.classifier import BertClassifier
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.text_embedder import BertTextEmbedder
-from modeling.token_tagger import BertTokenTagger
 from network.quantization import portable_tracing
+
 
 class NumericServing(tf.Module):
     """`serve(input_ids, input_mask, segment_ids)` -> the model's float32 outputs, by name."""
@@ -47,29 +44,23 @@ class NumericServing(tf.Module):
         super().__init__(name="numeric_serving")
         self._model = KerasCall(model)
         self.model_weights = list(model.weights)
-        self._probabilities = isinstance(model, (BertClassifier, BertTokenTagger)) and (
-            model.num_labels > 1)
-        # A multi-label classifier: a sigmoid per label, and the labels above its threshold.
-        self._threshold = model.threshold if getattr(model, "multi_label", False) else None
-        self._single_output = "embedding" if isinstance(model, BertTextEmbedder) else "logits"
+        self._spec = model.serving_spec()
         # A pair read in both orders, or a question's choices: [batch, rows, seq].
-        rank = 3 if getattr(model, "both_orders", False) or isinstance(
-            model, BertMultipleChoice) else 2
-        specs = {name: tf.TensorSpec([None] * rank, tf.int32, name=name)
+        specs = {name: tf.TensorSpec([None] * self._spec.input_rank, tf.int32, name=name)
                  for name in ENCODER_INPUTS}
         with portable_tracing(model):
             self.serve = tf.function(self._serve).get_concrete_function(**specs)
 
     def _serve(self, **features: tf.Tensor) -> dict[str, tf.Tensor]:
+        spec = self._spec
         outputs = self._model(features, training=False)
-        if not isinstance(outputs, dict):
-            outputs = {self._single_output: outputs}
-        outputs = {name: tf.cast(value, tf.float32) for name, value in outputs.items()
-                   if isinstance(value, tf.Tensor)}
-        if self._threshold is not None:
+        if not spec.returns_dict:
+            outputs = {spec.outputs[0]: outputs}
+        outputs = {name: tf.cast(outputs[name], tf.float32) for name in spec.outputs}
+        if spec.activation == "sigmoid":  # multi-label: the labels above its threshold
             outputs["probabilities"] = tf.sigmoid(outputs["logits"])
-            outputs["predicted"] = outputs["probabilities"] > self._threshold
-        elif self._probabilities:
+            outputs["predicted"] = outputs["probabilities"] > spec.threshold
+        elif spec.activation == "softmax":
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
         return outputs
 

@@ -26,7 +26,7 @@ from core.saved_models import KerasCall, write_saved_model
 from network.layers import fast_paths
 from network.model_folder import LABELS_FILE
 from text.sentence_pairs import pack_ragged
-from text.text_windows import (EXAMPLE_WINDOWS, TRUNCATE, WINDOWS, mean_over_windows, stride_for,
+from text.text_windows import (EXAMPLE_WINDOWS, WINDOWS, mean_over_windows, stride_for,
                                text_windows)
 
 TEXTS = tf.TensorSpec([None], tf.string)
@@ -104,11 +104,12 @@ class ClassifierServing(RawTextServing):
 
     def __init__(self, model, tokenizer, max_seq_length: int, labels: list[str] | None):
         super().__init__(model, tokenizer, max_seq_length, labels, name="classifier_serving")
+        spec = model.serving_spec()
         self.is_regression = labels is None
-        self.both_orders = getattr(model, "both_orders", False)
-        self.threshold = model.threshold if getattr(model, "multi_label", False) else None
-        self.window_stride = (stride_for(model.window_stride, max_seq_length)
-                              if getattr(model, "long_texts", TRUNCATE) == WINDOWS else None)
+        self.both_orders = spec.both_orders
+        self.threshold = spec.threshold  # multi-label: a sigmoid per label, above it a yes
+        self.window_stride = (stride_for(spec.window_stride, max_seq_length) if spec.windows
+                              else None)
 
     def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         ids = trim_padding({name: features[name] for name in ENCODER_INPUTS})
@@ -156,7 +157,7 @@ def export_classifier(model, tokenizer, max_seq_length: int, labels: list[str] |
     `module_class` is what is written: the model on raw text, or its
     preprocessing alone (`export.serving_preprocess`), whose signatures are the same.
     """
-    if pair and getattr(model, "long_texts", TRUNCATE) == WINDOWS:
+    if pair and model.serving_spec().windows:
         raise ValueError(f"the model reads single texts through windows (long_texts="
                          f"{WINDOWS!r}), so its export has no pair signature: export it with "
                          "pair=False")

@@ -32,17 +32,11 @@ import shutil
 from typing import Callable
 
 from export.numeric import save_numeric
-from export.tflite import TFLITE_FILE, check_tflite_model, write_tflite
+from export.tflite import TFLITE_FILE, write_tflite
 from network.model_folder import LABELS_FILE
 
 NUMERIC_FORMATS = ("tf_serving", "tflite")
 RAW_TEXT, PREPROCESS, MODEL = "raw_text", "preprocess", "model"
-
-
-def check_numeric_format(model, format_name: str) -> None:
-    """Refuses a model the format cannot hold, before any writing."""
-    if format_name == "tflite":
-        check_tflite_model(model)
 
 
 def write_numeric_folder(model, folder: str, format_name: str, serving_version: int,

@@ -90,27 +90,37 @@ class SpanServing(RawTextServing):
                 "owned": owned}
 
     def _outputs(self, packed: dict) -> dict[str, tf.Tensor]:
-        question, context, words, word_starts, context_ids, piece_words = (
-            packed[name] for name in ("question", "context", "words", "word_starts",
-                                      "context_ids", "piece_words"))
-        window_question, row, window_start, window_length, owned = (
-            packed[name] for name in ("window_question", "row", "window_start",
-                                      "window_length", "owned"))
         logits = self._model({name: packed[name] for name in ENCODER_INPUTS}, training=False)
+        start, end, score, has_span = self._best_spans(packed, logits)
+        answer, start_char, end_char = self._answer_texts(packed, start, end)
+        return {"answer": tf.where(has_span, answer, ""),
+                "start": tf.where(has_span, tf.cast(start_char, tf.int32), -1),
+                "end": tf.where(has_span, tf.cast(end_char, tf.int32), -1),
+                "score": tf.where(has_span, tf.cast(score, tf.float32), tf.float32.min)}
 
+    def _window_spans(self, packed: dict, start_logits: tf.Tensor, end_logits: tf.Tensor
+                      ) -> tuple[tf.Tensor, ...]:
+        """Each window's best span (`answer_spans.best_spans`): `first` [windows, 1], the
+        context's first position; `start`, `end` (window positions), `score`, `has_span`."""
         # Window positions: the context starts after [CLS] question [SEP].
-        first = tf.cast(window_question.row_lengths(), tf.int32)[:, None] + 2
+        first = tf.cast(packed["window_question"].row_lengths(), tf.int32)[:, None] + 2
         position = tf.range(self.max_seq_length)[None, :]
         offset = position - first
-        ends = (offset >= 0) & (offset < tf.cast(window_length, tf.int32)[:, None])
-        starts = ends & tf.gather(owned.to_tensor(False, shape=[None, self.max_seq_length]),
-                                  tf.maximum(offset, 0), batch_dims=1)
+        ends = (offset >= 0) & (offset < tf.cast(packed["window_length"], tf.int32)[:, None])
+        starts = ends & tf.gather(
+            packed["owned"].to_tensor(False, shape=[None, self.max_seq_length]),
+            tf.maximum(offset, 0), batch_dims=1)
+        return (first, *answer_spans.best_spans(start_logits, end_logits, starts, ends,
+                                                self.n_best_size, self.max_answer_length))
+
+    def _best_spans(self, packed: dict, logits: dict) -> tuple[tf.Tensor, ...]:
+        """Each row's answer: `start`, `end` in its context's pieces, `score`, `has_span`;
+        the best span over its windows (the first window of the best score)."""
+        row, window_start = packed["row"], packed["window_start"]
         start_logits = tf.cast(logits["start_logits"], tf.float32)
         end_logits = tf.cast(logits["end_logits"], tf.float32)
-        start, end, score, has_span = answer_spans.best_spans(
-            start_logits, end_logits, starts, ends, self.n_best_size, self.max_answer_length)
-        # Each row's answer is its windows' best span: the first window of the best score.
-        rows = tf.shape(question, out_type=tf.int64)[0]
+        first, start, end, score, has_span = self._window_spans(packed, start_logits, end_logits)
+        rows = tf.shape(packed["question"], out_type=tf.int64)[0]
         score = tf.where(has_span, score, tf.constant(-np.inf, tf.float64))
         best_score = tf.math.unsorted_segment_max(score, row, rows)
         window = tf.range(tf.size(row, out_type=tf.int64))
@@ -129,9 +139,16 @@ class SpanServing(RawTextServing):
         first = tf.gather(first, chosen)
         start = tf.gather(start, chosen) + tf.cast(tf.gather(window_start, chosen), tf.int32)
         end = tf.gather(end, chosen) + tf.cast(tf.gather(window_start, chosen), tf.int32)
-        best_score = tf.gather(score, chosen)
         start = tf.maximum(start - first[:, 0], 0)  # in the context's pieces
         end = tf.maximum(end - first[:, 0], start)
+        return start, end, tf.gather(score, chosen), has_span
+
+    def _answer_texts(self, packed: dict, start: tf.Tensor, end: tf.Tensor
+                      ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Each row's answer text (`answer_spans.final_texts`) for its span of context pieces
+        `start`..`end`, and its first character and the one after its last in the context."""
+        words, context_ids, piece_words = (packed[name] for name in ("words", "context_ids",
+                                                                     "piece_words"))
         # The span's pieces; a row without one reads the padding "" instead.
         pieces = tf.pad(tf.gather(self.pieces, context_ids).to_tensor(""), [[0, 0], [0, 1]])
         span = tf.ragged.range(start, end + 1)
@@ -146,28 +163,29 @@ class SpanServing(RawTextServing):
         answer, first_char, last_char = answer_spans.final_texts(
             pred_text, tf.strings.reduce_join(span_words, axis=1, separator=" "),
             self.tokenizer.do_lower_case)
+        in_context_chars = _context_characters(packed, first_word, last_word, span_words)
+        return (answer, _pick(in_context_chars, first_char, -1),
+                _pick(in_context_chars, last_char, -1) + 1)
 
-        # Characters of the joined words -> characters of the context: each word's own,
-        # then one for the space after it. Characters are counted as `final_texts` counts
-        # them, which for UTF-8 is as Python does.
-        def characters(texts: tf.Tensor) -> tf.Tensor:
-            return tf.strings.unicode_decode(texts, "UTF-8").row_lengths()
 
-        word_start_bytes = tf.gather(tf.concat([word_starts.flat_values, [0]], axis=0),
-                                     tf.ragged.range(first_word, last_word + 1)).flat_values
-        word_start_chars = characters(tf.strings.substr(
-            tf.repeat(context, span_words.row_lengths()), tf.zeros_like(word_start_bytes),
-            word_start_bytes))
-        in_context_chars = tf.ragged.range(
-            word_start_chars, word_start_chars + characters(span_words.flat_values) + 1)
-        in_context_chars = tf.RaggedTensor.from_row_splits(
-            in_context_chars, span_words.row_splits).merge_dims(1, 2)
-        start_char = _pick(in_context_chars, first_char, -1)
-        end_char = _pick(in_context_chars, last_char, -1) + 1
-        return {"answer": tf.where(has_span, answer, ""),
-                "start": tf.where(has_span, tf.cast(start_char, tf.int32), -1),
-                "end": tf.where(has_span, tf.cast(end_char, tf.int32), -1),
-                "score": tf.where(has_span, tf.cast(best_score, tf.float32), tf.float32.min)}
+def _context_characters(packed: dict, first_word: tf.Tensor, last_word: tf.Tensor,
+                        span_words: tf.RaggedTensor) -> tf.RaggedTensor:
+    """Characters of each row's span words joined by single spaces -> characters of its
+    context: each word's own, then one for the space after it. Characters are counted as
+    `final_texts` counts them, which for UTF-8 is as Python does."""
+
+    def characters(texts: tf.Tensor) -> tf.Tensor:
+        return tf.strings.unicode_decode(texts, "UTF-8").row_lengths()
+
+    word_start_bytes = tf.gather(tf.concat([packed["word_starts"].flat_values, [0]], axis=0),
+                                 tf.ragged.range(first_word, last_word + 1)).flat_values
+    word_start_chars = characters(tf.strings.substr(
+        tf.repeat(packed["context"], span_words.row_lengths()), tf.zeros_like(word_start_bytes),
+        word_start_bytes))
+    in_context_chars = tf.ragged.range(
+        word_start_chars, word_start_chars + characters(span_words.flat_values) + 1)
+    return tf.RaggedTensor.from_row_splits(in_context_chars,
+                                           span_words.row_splits).merge_dims(1, 2)
 
 
 def _pick(table: tf.RaggedTensor, index: tf.Tensor, default) -> tf.Tensor:

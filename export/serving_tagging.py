@@ -86,7 +86,7 @@ def export_tagger(model, tokenizer, max_seq_length: int, labels: list[str], path
         preprocessing half of the same class).
     """
     if window_stride is None:
-        window_stride = getattr(model, "window_stride", None)
+        window_stride = model.serving_spec().window_stride
     module = module_class(model, tokenizer, max_seq_length, labels, window_stride)
     return export(module, path, {"serving_default": module.tag_sentence,
                                  "tag_words": module.tag_words})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,11 @@ from network.model_folder import SETTINGS_FILE, check_source, model_record
 from network.pretrained import load_config, load_task_model, load_tokenizer
 from text.tokenization import FullTokenizer
 
-# A fine-tuned head's weight, as the original scripts named it -> the model that has it.
-_HEADS = {"output_weights": BertClassifier, "ner/output_weights": BertTokenTagger,
-          "cls/squad/output_weights": BertSpanModel,
-          "multiple_choice/output_weights": BertMultipleChoice}
+# A fine-tuned head's weight, as the original scripts named it -> the model that has it, and
+# whether the weight's rows are that model's `num_labels`.
+_HEADS = {"output_weights": (BertClassifier, True), "ner/output_weights": (BertTokenTagger, True),
+          "cls/squad/output_weights": (BertSpanModel, False),
+          "multiple_choice/output_weights": (BertMultipleChoice, False)}
 
 
 @dataclasses.dataclass
@@ -46,7 +48,7 @@ class ExportSource:
     model: keras.Model  # BertPretrainer, BertEncoder, a task model or a BertTextEmbedder
     config: BertConfig
     variables: dict  # Google name -> variable: what the model holds that the source filled
-    vocabulary: list[str] | None  # None: a model object or .keras file without a preprocessor
+    vocabulary: Sequence[str] | None  # None: a model object or .keras file without a preprocessor
     do_lower_case: bool | None
     paths: list[str]  # files the export reads, which its output folder must not hold
 
@@ -77,6 +79,13 @@ def source_paths(source: Any, argument: str = "source") -> list[str]:
         return []
     check_source(source, argument)
     return [os.fspath(source)]
+
+
+def is_model_or_file(source: Any) -> bool:
+    """Whether `source` is a model object or the `.keras` file one was saved to, which keep
+    the model's own settings, rather than a folder, checkpoint or name."""
+    return isinstance(source, keras.Model) or (
+        isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".keras"))
 
 
 def export_source(source: Any, do_lower_case: bool | None = None,
@@ -126,9 +135,8 @@ def export_source(source: Any, do_lower_case: bool | None = None,
                             ", ".join(report.unexpected))
         variables = {name: model.checkpoint_variables()[name] for name in report.loaded}
     else:
-        task_class = _HEADS[head]
-        kwargs = ({"num_labels": int(tensors[head].shape[0])}
-                  if task_class in (BertClassifier, BertTokenTagger) else {})
+        task_class, counts_labels = _HEADS[head]
+        kwargs = {"num_labels": int(tensors[head].shape[0])} if counts_labels else {}
         model = load_task_model(task_class, path, config=config, **kwargs)
         variables = model.checkpoint_variables()
     return ExportSource(model, config, variables, vocabulary, tokenizer.do_lower_case, [path])
@@ -136,14 +144,12 @@ def export_source(source: Any, do_lower_case: bool | None = None,
 
 def _from_model(model: keras.Model, do_lower_case: bool | None,
                 paths: list[str]) -> ExportSource:
-    if not hasattr(model, "checkpoint_variables") or not isinstance(
-            getattr(model, "config", None), BertConfig):
+    serving_spec = getattr(model, "serving_spec", None)  # what each model of ours states
+    if serving_spec is None:
         raise TypeError(f"source must be a model of this project (BertClassifier, "
                         f"BertTokenTagger, BertSpanModel, BertTextEmbedder, BertEncoder, ...), a "
                         f".keras file or a model folder, got {type(model).__name__}")
-    preprocessor = getattr(model, "preprocessor", None)
-    vocabulary = None if preprocessor is None else preprocessor.vocabulary
-    casing = None if preprocessor is None else preprocessor.tokenizer.do_lower_case
-    return ExportSource(model, model.config, model.checkpoint_variables(), vocabulary,
-                        casing if do_lower_case is None else do_lower_case, paths)
+    spec = serving_spec()
+    return ExportSource(model, model.config, model.checkpoint_variables(), spec.vocabulary,
+                        spec.do_lower_case if do_lower_case is None else do_lower_case, paths)
 

@@ -49,12 +49,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import keras
 import tensorflow as tf
 
 from core.export_folder import check_export_folder, export_folder
 from core.saved_models import KerasCall
-from export.sources import export_source, source_paths
+from export.sources import export_source, is_model_or_file, source_paths
 from modeling.preprocessor import default_sequence_length
 from network.encoder import BertEncoder, load_encoder
 from network.pretrained import load_config, load_tokenizer
@@ -99,8 +98,7 @@ def export_tf_hub(source: Any, folder: str | os.PathLike,
     check_export_folder(folder, "tf_hub", source_paths(source))
     if do_lower_case is not None and not isinstance(do_lower_case, bool):
         raise ValueError(f"do_lower_case must be True, False or None, got {do_lower_case!r}")
-    if isinstance(source, keras.Model) or (
-            isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".keras")):
+    if is_model_or_file(source):
         loaded = export_source(source, do_lower_case)
         sequence_length = loaded.config.check_sequence_length(
             sequence_length or default_sequence_length(loaded.config))

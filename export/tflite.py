@@ -48,33 +48,20 @@ from core.framework import frozen_function
 from export.numeric import NumericServing
 from export.serving import export_classifier
 from export.serving_preprocess import ClassifierPreprocess
-from modeling.classifier import BertClassifier
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.pretrainer import BertPretrainer
-from modeling.span_model import BertSpanModel
-from modeling.text_embedder import BertTextEmbedder
-from modeling.token_tagger import BertTokenTagger
-from network.encoder import BertEncoder
 from network.quantization import check_quantize
+from network.serving_spec import ServingSpec
 
 TFLITE_FILE = "model.tflite"
-_ENCODERS = (BertEncoder, BertPretrainer)
-_KINDS = (*_ENCODERS, BertClassifier, BertTokenTagger, BertSpanModel, BertMultipleChoice,
-          BertTextEmbedder)
+# What has no raw-text SavedModel of its own, so takes a classifier's preprocessing.
+_IDS_ONLY = ("encoder", "pretrainer", "multiple_choice")
 
 
-def check_tflite_model(model: keras.Model) -> None:
-    """Refuses a model that has no TFLite form here, before anything is written."""
-    if not isinstance(model, _KINDS):
-        raise ValueError(f"format_name='tflite' takes a pre-trained network or a fine-tuned "
-                         f"classifier, tagger, span model, multiple-choice model or "
-                         f"embedder, not a {type(model).__name__}")
-
-
-def ids_preprocess(model: keras.Model) -> Callable[[Any, int, str, bool], Any] | None:
-    """For a pre-trained network or a multiple-choice model: writes (tokenizer, length,
-    path, preprocess) a classifier's preprocessing (see the module); None for other kinds."""
-    if not isinstance(model, (*_ENCODERS, BertMultipleChoice)):
+def ids_preprocess(model: keras.Model, spec: ServingSpec
+                   ) -> Callable[[Any, int, str, bool], Any] | None:
+    """For a pre-trained network or a multiple-choice model (`spec`): writes (tokenizer,
+    length, path, preprocess) a classifier's preprocessing (see the module); None for
+    other kinds."""
+    if spec.kind not in _IDS_ONLY:
         return None
     return lambda tokenizer, length, path, preprocess: export_classifier(
         model, tokenizer, length, None, False, path, ClassifierPreprocess)
@@ -119,8 +106,7 @@ def write_tflite(model: keras.Model, path: str | os.PathLike,
     file), so a full disk is reported by the file the user would have had.
     """
     check_quantize(quantize, "tflite", None)
-    check_tflite_model(model)
-    served = model.encoder if isinstance(model, BertPretrainer) else model
+    served = model.encoder if model.serving_spec().kind == "pretrainer" else model
     content = tflite_model(NumericServing(served), quantize)
     try:
         with open(path, "wb") as writer:

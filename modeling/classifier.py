@@ -35,7 +35,8 @@ from modeling.losses import left_to_right_lm_loss
 from network.config import BertConfig
 from network.heads import LeftToRightLMHead
 from network.model_folder import check_window_settings
-from text.text_windows import EXAMPLE_WINDOWS, TRUNCATE, mean_over_windows
+from network.serving_spec import ServingSpec
+from text.text_windows import EXAMPLE_WINDOWS, TRUNCATE, WINDOWS, mean_over_windows
 from training.class_weights import check_class_weight
 
 
@@ -162,6 +163,16 @@ class BertClassifier(FineTuningModel):
         if self.lm_head is not None:
             names.update(self.lm_head.checkpoint_variables())
         return names
+
+    def serving_spec(self) -> ServingSpec:
+        activation = ("sigmoid" if self.multi_label else None if self.num_labels == 1
+                      else "softmax")
+        return self._spec("classifier", ("logits",), input_rank=3 if self.both_orders else 2,
+                          num_labels=self.num_labels, label_names=self.label_names,
+                          activation=activation,
+                          threshold=self.threshold if self.multi_label else None,
+                          windows=self.long_texts == WINDOWS, window_stride=self.window_stride,
+                          both_orders=self.both_orders, bilstm_units=self.bilstm_units)
 
     def _require_preprocessor(self) -> None:
         if self.both_orders:

@@ -32,6 +32,7 @@ from network.layers.settings import ConfigurableLayer, ConfigurableModel
 from network.model_folder import check_source
 from network.pretrained import Pretrained, model_files
 from network.quantization import QuantizableModel
+from network.serving_spec import ServingSpec, text_inputs
 
 @keras.saving.register_keras_serializable(package="bert")
 class OutputProjection(int8.Quantizable, ConfigurableLayer):
@@ -184,6 +185,16 @@ class FineTuningModel(TextTask, Pretrained, QuantizableModel, ConfigurableModel)
 
     def head_variables(self) -> dict:
         raise NotImplementedError
+
+    def serving_spec(self) -> ServingSpec:
+        """What the model serves (`network.serving_spec`), which every export reads."""
+        raise NotImplementedError
+
+    def _spec(self, kind: str, outputs: tuple[str, ...], **fields: Any) -> ServingSpec:
+        """The spec of this `kind`, with what every task model shares: its reading
+        direction and its preprocessor's raw text."""
+        return ServingSpec(kind, outputs, causal=self.causal, **text_inputs(self.preprocessor),
+                           **fields)
 
     def checkpoint_variables(self) -> dict:
         return {**self.encoder.checkpoint_variables(), **self.head_variables()}

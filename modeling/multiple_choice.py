@@ -13,6 +13,7 @@ from keras import ops
 from modeling.fine_tuning_model import (FineTuningModel, OutputProjection, flatten_choices,
                                         last_real_token)
 from network.config import BertConfig
+from network.serving_spec import ServingSpec
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -56,6 +57,9 @@ class BertMultipleChoice(FineTuningModel):
 
     def head_variables(self) -> dict:
         return self.scorer.checkpoint_variables()
+
+    def serving_spec(self) -> ServingSpec:
+        return self._spec("multiple_choice", ("logits",), input_rank=3)  # [batch, choices, seq]
 
     def default_loss(self) -> keras.losses.Loss:
         # One score per choice; the label is the right choice's index.

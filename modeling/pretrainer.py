@@ -24,6 +24,7 @@ from network.heads import LeftToRightLMHead, MaskedLMHead, NextSentenceHead
 from network.layers.settings import ConfigurableModel
 from network.pretrained import Pretrained
 from network.quantization import QuantizableModel
+from network.serving_spec import ServingSpec
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 
@@ -235,6 +236,13 @@ class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
         for head in self._heads():
             names.update(head.checkpoint_variables())
         return names
+
+    def serving_spec(self) -> ServingSpec:
+        """What the pre-trainer serves (`network.serving_spec`): its heads' logits."""
+        outputs = {"ltr": ("lm_logits",), "mlm": ("masked_lm_logits",),
+                   "mlm_nsp": ("masked_lm_logits", "next_sentence_logits")}[self.objective]
+        return ServingSpec("pretrainer", outputs, returns_dict=True,
+                           causal=self.objective == "ltr")
 
     def _heads(self) -> list[keras.layers.Layer]:
         if self.objective == "ltr":

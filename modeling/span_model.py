@@ -18,6 +18,7 @@ from modeling.losses import HalfCrossEntropy
 from modeling.span_preprocessor import BertSpanPreprocessor, SpanWindows, questions_and_contexts
 from modeling.text_arguments import optional_count
 from network.config import BertConfig
+from network.serving_spec import ServingSpec
 from text.answer_spans import (MAX_ANSWER_LENGTH, N_BEST_SIZE, BasicWords, Span,
                                candidate_spans, final_text, pieces_text)
 from text.sliding_windows import DOC_STRIDE
@@ -67,6 +68,10 @@ class BertSpanModel(SequenceModel):
 
     def head_variables(self) -> dict:
         return {**self.span.checkpoint_variables(), **bilstm_variables(self.bilstm)}
+
+    def serving_spec(self) -> ServingSpec:
+        return self._spec("span", ("start_logits", "end_logits"), returns_dict=True,
+                          bilstm_units=self.bilstm_units)
 
     def _empty_outputs(self, input_shape: tuple) -> dict[str, np.ndarray]:
         empty = np.zeros((0, input_shape[-1]), np.float32)

@@ -38,6 +38,7 @@ from network.model_folder import check_source
 from network.presets import resolve
 from network.pretrained import load_config
 from network.sentence_transformers_folder import POOLING_KEYS, read_sentence_settings
+from network.serving_spec import ServingSpec, text_inputs
 
 POOLING_MODES = tuple(POOLING_KEYS)
 _DEFAULT_BATCH_SIZE = 32
@@ -195,6 +196,10 @@ class BertTextEmbedder(ConfigurableModel):
 
     def checkpoint_variables(self) -> dict:
         return self.encoder.checkpoint_variables()
+
+    def serving_spec(self) -> ServingSpec:
+        """What the embedder serves (`network.serving_spec`): a vector per text."""
+        return ServingSpec("embedder", ("embedding",), **text_inputs(self.preprocessor))
 
     def get_config(self) -> dict:
         config = super().get_config()

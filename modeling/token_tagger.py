@@ -19,6 +19,7 @@ from modeling.labels import check_label_names, label_outputs
 from modeling.tagger_preprocessor import BertTaggerPreprocessor, sentence_lengths
 from modeling.text_arguments import is_raw_text
 from network.config import BertConfig
+from network.serving_spec import ServingSpec
 from text.text_windows import WORD_POSITIONS, word_logits
 
 
@@ -81,6 +82,14 @@ class BertTokenTagger(SequenceModel):
 
     def head_variables(self) -> dict:
         return {**self.tagger.checkpoint_variables(), **bilstm_variables(self.bilstm)}
+
+    def serving_spec(self) -> ServingSpec:
+        # A sentence longer than a window is always read through windows (the class's doc).
+        return self._spec("tagger", ("logits",), num_labels=self.num_labels,
+                          label_names=self.label_names,
+                          activation="softmax" if self.num_labels > 1 else None,
+                          windows=True, window_stride=self.window_stride,
+                          bilstm_units=self.bilstm_units)
 
     def predict(self, x, batch_size=None, **kwargs):
         """Raw sentences give each word's logits [N, most words, labels], zeros past a

@@ -18,6 +18,7 @@ from network.layers.settings import ConfigurableModel
 from network.layers.transformer import TransformerBlock
 from network.pretrained import Pretrained
 from network.quantization import QuantizableModel
+from network.serving_spec import ServingSpec
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -184,6 +185,11 @@ class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
             names.update(_layer_norm_names(f"{prefix}/output/LayerNorm",
                                            block.output_layer_norm))
         return names
+
+    def serving_spec(self) -> ServingSpec:
+        """What the encoder serves (`network.serving_spec`): ids in, vectors out, no text."""
+        return ServingSpec("encoder", ("sequence_output", "pooled_output"), returns_dict=True,
+                           causal=self.causal)
 
 
 def load_encoder(path: str | os.PathLike, **kwargs: Any) -> BertEncoder:

@@ -14,7 +14,7 @@ import tensorflow_text  # noqa: F401  (registers the exported preprocessor's ops
 from absl.testing import parameterized
 
 from core.export_folder import STAMP_NAME, ExportFolderRefused
-from export.layouts import export_model
+from export.model_exports import export_model
 from modeling import export_tf_hub
 from network.checkpoints import export_huggingface
 from network.config import BertConfig

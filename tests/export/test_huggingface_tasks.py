@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from export.huggingface_tasks import export_huggingface_task
-from export.layouts import export_model
+from export.model_exports import export_model
 from export.sources import export_source
 from modeling import (BertClassifier, BertMultipleChoice, BertSpanModel, BertTokenTagger,
                       load_config, load_labels)

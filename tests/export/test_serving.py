@@ -11,6 +11,7 @@ from absl.testing import parameterized
 from export import serving
 from export.serving import ClassifierServing, export_classifier
 from network.layers.activations import get_activation
+from network.serving_spec import ServingSpec
 from tests.fixtures import TestCase
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
@@ -23,6 +24,9 @@ class _EchoesInputs:
     """Stands in for the classifier so that the test sees the packed features it is given."""
 
     weights = []
+
+    def serving_spec(self) -> ServingSpec:
+        return ServingSpec("classifier", ("logits",), num_labels=1)  # one "score" output
 
     def __call__(self, features, training=False):
         return tf.cast(tf.stack([features[key] for key in KEYS], axis=1), tf.float32)

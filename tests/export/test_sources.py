@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the TF Hub preprocessor's ops)
 
-from export.layouts import export_model
+from export.model_exports import export_model
 from export.sources import export_source
 from modeling import BertClassifier, BertEncoder, export_tf_hub, load_config, load_encoder
 from tests.fixtures import TestCase

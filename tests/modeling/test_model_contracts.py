@@ -86,6 +86,44 @@ class ModelContractsTest(harness.KerasTestCase):
         make, inputs, shapes, dtypes = CASES[name]
         self.run_model_test(make, inputs, shapes, dtypes)
 
+    @parameterized.named_parameters((name, name) for name in sorted(CASES)
+                                    if name != "feature_tagger")  # not a BERT model: no export
+    def test_serving_spec_states_what_the_model_reads_and_returns(self, name):
+        make, inputs, shapes, _ = CASES[name]
+        model = make()
+        spec = model.serving_spec()
+        self.assertEqual(np.ndim(inputs["input_ids"]), spec.input_rank)
+        outputs = model(inputs, training=False)
+        if spec.returns_dict:
+            self.assertContainsSubset(spec.outputs, outputs.keys())
+            self.assertEqual(set(spec.outputs), set(shapes))  # every output the model means
+        else:
+            self.assertLen(spec.outputs, 1)
+            self.assertEqual(tuple(outputs.shape), shapes)
+        if spec.num_labels is not None:
+            self.assertEqual(spec.num_labels, shapes[-1] if len(shapes) > 1 else 1)
+
+    @parameterized.named_parameters(
+        ("single_label", {"num_labels": 3}, "softmax", None, False),
+        ("regression", {"num_labels": 1}, None, None, False),
+        ("multi_label", {"num_labels": 3, "multi_label": True, "threshold": 0.3}, "sigmoid",
+         0.3, False),
+        ("windows", {"num_labels": 2, "long_texts": "windows", "window_stride": 3}, "softmax",
+         None, True))
+    def test_a_classifiers_settings_are_its_spec(self, settings, activation, threshold, windows):
+        spec = BertClassifier(CONFIG, **settings).serving_spec()
+        self.assertEqual((spec.kind, spec.activation, spec.threshold, spec.windows),
+                         ("classifier", activation, threshold, windows))
+        self.assertEqual(spec.window_stride, settings.get("window_stride"))
+
+    def test_how_a_model_reads_its_inputs_is_its_spec(self):
+        both = BertClassifier(CONFIG, 2, causal=True, both_orders=True).serving_spec()
+        self.assertEqual((both.input_rank, both.both_orders, both.causal), (3, True, True))
+        tagger = BertTokenTagger(CONFIG, 2, bilstm_units=4, label_names=["O", "B-PER"],
+                                 window_stride=2).serving_spec()
+        self.assertEqual((tagger.windows, tagger.window_stride, tagger.bilstm_units,
+                          tagger.label_names), (True, 2, 4, ("O", "B-PER")))
+
 
 if __name__ == "__main__":
     tf.test.main()
