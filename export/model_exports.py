@@ -96,8 +96,8 @@ def export_model(source: Any, output_dir: str | os.PathLike, format_name: str,
     if format_name not in FORMATS:
         raise ValueError(f"format_name must be one of {', '.join(FORMATS)}, "
                          f"got {format_name!r}")
-    _check_used(format_name, sequence_length, serving_version)
     check_quantize(quantize, format_name, _FLOAT_ONLY.get(format_name))
+    _check_used(format_name, sequence_length, serving_version)
     if format_name in _SAVED_MODELS:
         serving_version = check_integer("serving_version", serving_version)
         if quantize and format_name != "tflite" and isinstance(source, keras.Model):
