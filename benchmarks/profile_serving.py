@@ -221,7 +221,7 @@ def write_section(label: str, text: str, path: Path = RESULTS) -> None:
     print(path.read_text(encoding="utf-8"))
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", help="section title, e.g. before / after")
     parser.add_argument("--models", default="minilm", help="comma-separated: minilm, base")
@@ -236,6 +236,11 @@ def main() -> None:
                         help="--overhead: threads that run the graph's independent ops")
     parser.add_argument("--rounds", type=int, default=7, help="--overhead: interleaved rounds")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # a worker process's one profile
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     if args.case:
         case = json.loads(args.case)

@@ -497,7 +497,28 @@ def report(results: dict, info: dict[str, str]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def main() -> None:
+def _measure_encoder_part(results: dict, models: list[str], args: argparse.Namespace,
+                          logs: Path, systems: list[str], batches: list[int]) -> None:
+    """The encoder part: every system on each model, beside ONNX Runtime, into `results`."""
+    from benchmarks import serving_models
+    from data_prep.corpora.assets import minilm_dir
+
+    results["encoder"], results["encoder_cpu"] = {}, {}
+    for model in models:
+        folder = minilm_dir() if model == "minilm" else serving_models.bert_base()
+        onnx = serving_models.onnx_models(folder, f"{model}_encoder")
+        fusion = json.loads((onnx / "fusion.json").read_text())
+        results["notes"][f"ORT fusion, {MODELS[model]}"] = ", ".join(
+            f"{key} {value}" for key, value in fusion.items())
+        seconds, cpu_seconds, loads = measure_encoders(
+            model, folder, onnx, args.rounds, logs, results["notes"],
+            args.baseline, systems, batches)
+        results["encoder"].update(seconds)
+        results["encoder_cpu"].update(cpu_seconds)
+        results.setdefault("encoder_load", {}).update(loads)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(MODELS),
                         help=f"comma-separated, from {', '.join(MODELS)}")
@@ -519,6 +540,11 @@ def main() -> None:
                         "accuracy parts serve MiniLM fine-tuned on its SST-2, every system "
                         "the same weights (default: Pang & Lee's sentences, each side's own "
                         "fine-tuning)")
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     try:
         models = parse_choices(args.models, tuple(MODELS), "models")
@@ -536,9 +562,6 @@ def main() -> None:
         parser.error(f"--baseline: {args.baseline} is not a checkout of this project "
                      "(no network/encoder.py or modeling/encoder.py)")
 
-    from benchmarks import serving_models
-    from data_prep.corpora.assets import minilm_dir
-
     command = command_line(sys.argv, sys.executable)
     load_before = os.getloadavg()
     results: dict = {"notes": {}}
@@ -546,19 +569,7 @@ def main() -> None:
         if args.baseline:
             results["baseline"] = f"`{os.path.basename(os.path.abspath(args.baseline))}`"
         if "encoder" in parts:
-            results["encoder"], results["encoder_cpu"] = {}, {}
-            for model in models:
-                folder = minilm_dir() if model == "minilm" else serving_models.bert_base()
-                onnx = serving_models.onnx_models(folder, f"{model}_encoder")
-                fusion = json.loads((onnx / "fusion.json").read_text())
-                results["notes"][f"ORT fusion, {MODELS[model]}"] = ", ".join(
-                    f"{key} {value}" for key, value in fusion.items())
-                seconds, cpu_seconds, loads = measure_encoders(
-                    model, folder, onnx, args.rounds, Path(logs), results["notes"],
-                    args.baseline, systems, batches)
-                results["encoder"].update(seconds)
-                results["encoder_cpu"].update(cpu_seconds)
-                results.setdefault("encoder_load", {}).update(loads)
+            _measure_encoder_part(results, models, args, Path(logs), systems, batches)
         if "latency" in parts or "accuracy" in parts:
             (results["latency"], results["accuracy"], served,
              results["latency_load"]) = measure_text(parts, args.rounds, Path(logs),

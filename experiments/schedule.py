@@ -42,6 +42,18 @@ def all_jobs(runs: Iterable[Job]) -> list[Job]:
     return list(ordered.values())
 
 
+def _waiting_on(pending: list[Job]) -> dict[str, int]:
+    """How many runs wait on each pending run, directly or through others: those that more
+    runs wait on start first (a pre-training before the fine-tunings of other models), so
+    that the longest chain starts early."""
+    waiting = {job.key: 0 for job in pending}
+    for job in reversed(pending):  # a job's dependents come after it
+        for dependency in job.dependencies:
+            if dependency.key in waiting:
+                waiting[dependency.key] += 1 + waiting[job.key]
+    return waiting
+
+
 def run_grid(runs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runner,
              workers: int = 1,
              progress: Callable[[Mapping[str, dict]], None] | None = None,
@@ -67,13 +79,7 @@ def run_grid(runs: Iterable[Job], cache: Cache, runner: Runner = subprocess_runn
     print(f"{total} runs: {total - len(pending)} cached, {len(pending)} to run", flush=True)
     if progress:
         progress(results)
-    # Runs that more runs wait on start first (a pre-training before the
-    # fine-tunings of other models), so that the longest chain starts early.
-    waiting = {job.key: 0 for job in pending}
-    for job in reversed(pending):  # a job's dependents come after it
-        for dependency in job.dependencies:
-            if dependency.key in waiting:
-                waiting[dependency.key] += 1 + waiting[job.key]
+    waiting = _waiting_on(pending)
     share = max(1, (os.cpu_count() or 1) // workers)
     running: dict[Future, Job] = {}
     failure: BaseException | None = None

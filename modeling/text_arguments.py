@@ -105,8 +105,19 @@ def check_packed(x, argument: str = "x") -> None:
                          f"{held}): give {', '.join(ENCODER_INPUTS)}")
 
 
+MAX_COUNT = 2**31 - 1  # TensorFlow reads batch sizes and step counts as int32 shapes
+
+
 def optional_count(name: str, value) -> int | None:
-    return None if value is None else check_integer(name, value)
+    """A batch size or step count, or None; one past int32 is refused here, naming `name`,
+    rather than as a shape error inside TensorFlow."""
+    if value is None:
+        return None
+    count = check_integer(name, value)
+    if count > MAX_COUNT:
+        raise FieldError("{%s}={0} is more than a batch or step count can be (2**31 - 1)" % name,
+                         count)
+    return count
 
 
 def rows(column) -> int:

@@ -111,17 +111,7 @@ class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
         the full output, with the same dropout masks (with fast paths off,
         the last block computes every position, and those are gathered).
         """
-        input_ids = inputs["input_ids"]
-        input_mask = inputs.get("input_mask")
-        if input_mask is None:
-            input_mask = ops.ones_like(input_ids)
-        else:  # a padding mask of 0s and 1s only (`network.layers.input_checks`)
-            input_mask = checked_mask(checked_shape(input_mask, input_ids, "input_mask"))
-        segment_ids = inputs.get("segment_ids")
-        if segment_ids is None:
-            segment_ids = ops.zeros_like(input_ids)
-        else:
-            segment_ids = checked_shape(segment_ids, input_ids, "segment_ids")
+        input_ids, input_mask, segment_ids = self._packed_inputs(inputs)
         read_positions = None  # [CLS] (for the pooler) and the output positions
         if output_positions is not None:
             if self.output_hidden_states or self.output_attentions:
@@ -159,6 +149,23 @@ class BertEncoder(Pretrained, QuantizableModel, ConfigurableModel):
         if self.output_attentions:
             outputs["attentions"] = attentions
         return outputs
+
+    @staticmethod
+    def _packed_inputs(inputs):
+        """`input_ids`, and `input_mask` / `segment_ids` checked against them
+        (`network.layers.input_checks`), all ones / zeros where not given."""
+        input_ids = inputs["input_ids"]
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = ops.ones_like(input_ids)
+        else:  # a padding mask of 0s and 1s only
+            input_mask = checked_mask(checked_shape(input_mask, input_ids, "input_mask"))
+        segment_ids = inputs.get("segment_ids")
+        if segment_ids is None:
+            segment_ids = ops.zeros_like(input_ids)
+        else:
+            segment_ids = checked_shape(segment_ids, input_ids, "segment_ids")
+        return input_ids, input_mask, segment_ids
 
     def checkpoint_variables(self) -> dict:
         """Every weight under its Google TF1 checkpoint name, in Google's shape."""
