@@ -242,6 +242,7 @@ class PackedModelCallPropertiesTest(ContractTestCase):
 
     @example(shape=(2, 3, LENGTH), value=2, batch_size=None)
     @example(shape=(0, 4, LENGTH), value=2, batch_size=None)
+    @example(shape=(1, 1, 3), value=2, batch_size=2**63)  # once a shape error in TensorFlow
     @given(shape=st.tuples(st.integers(0, 2), st.integers(1, 3), st.sampled_from([3, LENGTH])),
            value=PACKED_VALUES, batch_size=st.one_of(st.none(), COUNTS))
     def test_multiple_choice_scores_each_choice_or_names_the_input(self, shape, value,
