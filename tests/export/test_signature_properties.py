@@ -225,6 +225,10 @@ class LiteRtSignaturePropertiesTest(_SignatureProperty):
             Interpreter = tf.lite.Interpreter
         cls.interpreter = Interpreter(model_path=str(root / "model.tflite"))
 
+    # An empty batch whose inputs differ in length: once answered as if well formed.
+    @example(inputs={"input_ids": np.zeros((0, 2), np.int32),
+                     "input_mask": np.zeros((0, 1), np.int32),
+                     "segment_ids": np.zeros((0, 1), np.int32)})
     @given(inputs=packed_inputs())
     def test_interpreter_answers_or_fails_its_lookup(self, inputs):
         runner = self.interpreter.get_signature_runner("serving_default")
