@@ -92,9 +92,10 @@ def check_examples(x, argument: str, needed: str) -> None:
 
 
 def check_packed(x, argument: str = "x") -> None:
-    """Refuses a lone number (Keras meets it as an IndexError) and a dict of packed inputs
-    without `input_ids` (a KeyError, or for an empty one a StopIteration), far from the
-    argument."""
+    """Refuses a lone number (Keras meets it as an IndexError), a dict of packed inputs
+    without `input_ids` (a KeyError, or for an empty one a StopIteration), and a list that
+    is neither text nor ids (a dict, a float or an array of words among its items: a
+    KeyError, IndexError or dtype error), far from the argument."""
     if isinstance(x, (numbers.Number, np.generic)) or (
             isinstance(x, (np.ndarray, tf.Tensor)) and len(x.shape) == 0):
         raise TypeError(f"{argument} must hold examples (texts, a dict of packed inputs or a "
@@ -103,6 +104,28 @@ def check_packed(x, argument: str = "x") -> None:
         held = ", ".join(sorted(map(str, x))) or "nothing"
         raise ValueError(f"{argument} is a dict of packed inputs without input_ids (it holds "
                          f"{held}): give {', '.join(ENCODER_INPUTS)}")
+    if isinstance(x, list) and not is_raw_text(x):
+        for index, item in enumerate(x):
+            if not _packable(item):
+                raise TypeError(
+                    f"{argument}[{index}] is {_described(item)}: give texts as str, sentences as "
+                    f"lists of words (str), or packed inputs as a dict of "
+                    f"{', '.join(ENCODER_INPUTS)}")
+
+
+def _packable(item) -> bool:
+    """An item of a list that is not text: ids, or a row of them, as Keras packs them."""
+    if isinstance(item, (list, tuple)):
+        return all(map(_packable, item))
+    if isinstance(item, np.ndarray):
+        return item.dtype.kind in "iu"
+    return isinstance(item, (numbers.Integral, np.integer)) and not isinstance(item, bool)
+
+
+def _described(item) -> str:
+    if isinstance(item, np.ndarray):
+        return f"an array of {item.dtype}"
+    return f"a {type(item).__name__} ({item!r:.40})"
 
 
 MAX_COUNT = 2**31 - 1  # TensorFlow reads batch sizes and step counts as int32 shapes

@@ -75,6 +75,9 @@ class TaggerCallPropertiesTest(ContractTestCase):
 
     @example(sentences=SENTENCES, batch_size=1, return_scores=True)
     @example(sentences={}, batch_size=None, return_scores=False)
+    @example(sentences=[np.array(["a"])], batch_size=None, return_scores=False)
+    @example(sentences=[{}], batch_size=None, return_scores=False)
+    @example(sentences=[np.float32("nan")], batch_size=None, return_scores=False)
     @given(sentences=SENTENCE_LISTS, batch_size=st.one_of(st.none(), COUNTS),
            return_scores=st.one_of(st.booleans(), HOSTILE))
     def test_predict_labels_gives_a_tag_per_word_or_names_the_argument(self, sentences,
