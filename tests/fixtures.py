@@ -17,6 +17,15 @@ from core.arguments import FieldMessage
 from network.config import BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
+# Beside the code but not of it: the tests, and what `pip install .` or `python -m build` leave.
+NOT_PRODUCT = ("tests", "build", "dist")
+
+
+def product_files() -> list[Path]:
+    """The project's own Python files: no tests, no build output, nothing in a dot folder."""
+    return [path for path in sorted(REPO.rglob("*.py"))
+            if not any(part.startswith(".") or part in NOT_PRODUCT or part.endswith(".egg-info")
+                       for part in path.relative_to(REPO).parts[:-1])]
 
 # Sets a file-size limit (if one is given) and SIGINT's default action, then becomes the command.
 # Under a limit, the tests' shared XLA cache (conftest.py) is left out: a compiled program

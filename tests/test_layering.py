@@ -25,7 +25,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.fixtures import REPO, product_files
+
 FLOORS = {"text": 0, "core": 0, "network": 1, "data_prep": 2, "training": 2, "evaluation": 2,
           "modeling": 3, "export": 4, "tasks": 5, "cli": 6}
 TOP = 7
@@ -44,13 +45,6 @@ def floor_of(module: str) -> int | None:
     if package in FLOORS:
         return FLOORS[package]
     return TOP if package in TOP_LEVEL else None
-
-
-def code_files() -> list[Path]:
-    """The project's Python files, tests left out."""
-    return [path for path in sorted(REPO.rglob("*.py"))
-            if not (path.relative_to(REPO).parts[0] in ("tests", ".venv", ".git")
-                    or path.relative_to(REPO).parts[0].startswith("."))]
 
 
 def module_name(path: Path) -> str:
@@ -75,7 +69,7 @@ def imported_modules(path: Path, modules: set[str] = frozenset()) -> list[str]:
 @functools.cache
 def import_graph() -> dict[str, set[str]]:
     """Each project module -> the project modules it imports."""
-    files = code_files()
+    files = product_files()
     modules = {module_name(path) for path in files}
     return {module_name(path): {target for target in imported_modules(path, modules)
                                 if target in modules and target != module_name(path)}
@@ -116,7 +110,7 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def upward_imports() -> list[str]:
     found = []
     modules = set(import_graph())
-    for path in code_files():
+    for path in product_files():
         own_module = module_name(path)
         own = floor_of(own_module)
         if own is None:
@@ -154,12 +148,12 @@ def package_floors(graph: dict[str, set[str]]) -> dict[str, int]:
 def package_shares() -> dict[str, float]:
     """Each top-level package (a folder) -> its share of the product's lines."""
     lines = {}
-    for path in code_files():
+    for path in product_files():
         parts = path.relative_to(REPO).parts
         if len(parts) > 1:
             count = len(path.read_text(encoding="utf-8").splitlines())
             lines[parts[0]] = lines.get(parts[0], 0) + count
-    total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in code_files())
+    total = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in product_files())
     return {package: count / total for package, count in lines.items()}
 
 

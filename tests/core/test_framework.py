@@ -12,7 +12,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from core import framework
-from tests.fixtures import REPO
+from tests.fixtures import REPO, product_files
 
 # Private names of the frameworks, as source text: whole private packages, and the
 # attributes core.framework reaches for (the last part of each dotted internal).
@@ -28,10 +28,7 @@ PRIVATE_USE = re.compile("|".join([re.escape(package) for package in PRIVATE_PAC
 
 def product_sources() -> list[Path]:
     """Every Python file but the tests, and the one module allowed to use internals."""
-    return [path for path in sorted(REPO.rglob("*.py"))
-            if not any(part.startswith(".") or part == "tests"
-                       for part in path.relative_to(REPO).parts)
-            and path != REPO / "core" / "framework.py"]
+    return [path for path in product_files() if path != REPO / "core" / "framework.py"]
 
 
 class SchedulePerUpdate(keras.optimizers.schedules.LearningRateSchedule):
