@@ -67,6 +67,9 @@ def check_export_folder(folder: str | os.PathLike, kind: str,
     Returns:
       The folder's real path (symbolic links resolved), where the export goes.
     """
+    if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder):
+        raise ExportFolderRefused(f"{argument} must be a folder path (a non-empty str or "
+                                  f"os.PathLike), got {type(folder).__name__} {folder!r}")
     named = f"{argument} {os.fspath(folder)!r}"
     path = os.path.realpath(os.fspath(folder))
     if os.path.exists(path) and not os.path.isdir(path):

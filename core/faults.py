@@ -19,7 +19,11 @@ have run.
 - SIGINT raises KeyboardInterrupt; SIGTERM (what `kill`, batch schedulers
   and container runtimes send) is made to raise `Terminated`, a
   KeyboardInterrupt, so the same clean-up runs. The exit status is the
-  shell's for the signal, 128 + its number (130, 143).
+  shell's for the signal, 128 + its number (130, 143). An exception raised
+  while Python runs a `__del__` or a weakref callback (TensorFlow runs many)
+  is printed and dropped, so a signal landing there would leave the run
+  going: the signal is also noted, and loops call `raise_pending_signal` at
+  each step to raise it again.
 
 What a rerun does is the command's to say: a training run resumes (the
 default advice), an export simply starts again. What it resumes from is
@@ -60,6 +64,7 @@ _TF_SUFFIX = re.compile(r"\s*\[Op:\w+\]\s*$")
 _TF_TEMPORARY = re.compile(r"\.tempstate\d+$")
 
 _resume_point: str | None = None
+_pending_signal: int | None = None  # a SIGINT/SIGTERM whose exception may have been dropped
 
 
 class Terminated(KeyboardInterrupt):
@@ -112,13 +117,17 @@ def one_line_endings(program: str, user_errors: tuple[type[BaseException], ...] 
     Anything else is a bug and keeps its traceback. `rerun` is the advice
     the fault lines end with: what rerunning the command does.
     """
+    global _pending_signal
+    _pending_signal = None
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread:  # signal handlers can only be set there
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    previous = signal.getsignal(signal.SIGTERM)
-    handle_sigterm = in_main_thread and previous == signal.SIG_DFL
-    if handle_sigterm:  # a SIGTERM ignored on purpose (nohup) stays ignored
-        signal.signal(signal.SIGTERM, _raise_terminated)
+    # A signal ignored on purpose (nohup, a shell's background job) stays ignored.
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    handled = [number for number, handler in previous.items() if in_main_thread and handler in (
+        signal.SIG_DFL, signal.default_int_handler)]
+    for number in handled:
+        signal.signal(number, _raise_interrupt)
     try:
         yield
     except KeyboardInterrupt as interrupt:
@@ -139,8 +148,9 @@ def one_line_endings(program: str, user_errors: tuple[type[BaseException], ...] 
             sys.exit(1)
         raise
     finally:
-        if handle_sigterm:
-            signal.signal(signal.SIGTERM, previous)
+        _pending_signal = None
+        for number in handled:
+            signal.signal(number, previous[number])
 
 
 def one_line(message: str) -> str:
@@ -149,6 +159,15 @@ def one_line(message: str) -> str:
     return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def _raise_terminated(number, frame) -> None:
-    del number, frame
-    raise Terminated()
+def raise_pending_signal() -> None:
+    """Raises again a SIGINT or SIGTERM that arrived while `one_line_endings` ran and whose
+    exception Python dropped (raised inside a `__del__`); nothing if none is pending."""
+    if _pending_signal is not None:
+        _raise_interrupt(_pending_signal, None)
+
+
+def _raise_interrupt(number, frame) -> None:
+    del frame
+    global _pending_signal
+    _pending_signal = number
+    raise Terminated() if number == signal.SIGTERM else KeyboardInterrupt()

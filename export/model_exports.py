@@ -179,7 +179,7 @@ def _text_model_writer(model, spec: ServingSpec) -> Callable[[FullTokenizer, int
     if spec.kind not in _TEXT_MODULES:
         raise ValueError(f"a {type(model).__name__} has no SavedModel on raw text: export a "
                          "fine-tuned classifier, tagger or span model, or an embedder; an "
-                         "encoder goes to format tf_hub")
+                         "encoder goes to format_name='tf_hub'")
 
     def write(tokenizer: FullTokenizer, length: int, path: str, preprocess: bool) -> str:
         serving, preprocessing = _TEXT_MODULES[spec.kind]

@@ -38,6 +38,11 @@ class ModelFiles:
     transfer_layers: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("bert_config_file", "vocab_file", "init_checkpoint"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value and not value.strip():  # "" leaves it unset
+                raise FieldError("{%s}={0!r} is only blanks: give a path, or leave it out" % name,
+                                 value)
         if self.transfer_layers is not None:
             if self.transfer_layers < 0:
                 raise FieldError("{transfer_layers} must be 0 or more, got {0}",

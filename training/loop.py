@@ -36,6 +36,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
+from core import faults
 from core.arguments import check_integer
 # TrainingDiverged: what `Trainer.train` and `Trainer.save` raise, caught as loop.TrainingDiverged.
 from training.divergence import TrainingDiverged, all_finite, diverged, finite_update  # noqa: F401
@@ -189,6 +190,7 @@ class Trainer:
             self._train_function = self._build_train_function()
         iterator = iter(dataset)
         while self.step < total_steps:
+            faults.raise_pending_signal()
             steps = min(steps_per_loop, total_steps - self.step)
             logs, stopped, norm, weights_finite = self._train_function(iterator,
                                                                        tf.constant(steps))
@@ -221,6 +223,7 @@ class Trainer:
 
         totals: dict[str, list[float]] = {}
         for index, features in enumerate(dataset):
+            faults.raise_pending_signal()
             if index >= max_steps:
                 break
             for name, (total, weight) in eval_step(features).items():

@@ -6,6 +6,7 @@ import errno
 import io
 import os
 import signal
+import sys
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -105,6 +106,41 @@ class OneLineEndingsTest(tf.test.TestCase):
                                    "resume\n", 143])
         self.assertEqual(cleaned, [True])
         self.assertEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)  # restored
+
+    def test_a_signal_whose_exception_python_dropped_stops_the_next_step(self):
+        """TensorFlow runs `__del__`s all the time; Python drops what one raises."""
+
+        class SignalledWhileCollected:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                signal.sigtimedwait([], 0)
+
+        dropped, steps = [], []
+        hook, sys.unraisablehook = sys.unraisablehook, dropped.append
+        try:
+            with ending() as outcome:
+                SignalledWhileCollected()
+                steps.append("after the dropped exception")
+                faults.raise_pending_signal()
+                steps.append("the next step")
+        finally:
+            sys.unraisablehook = hook
+        self.assertIsInstance(dropped[0].exc_value, faults.Terminated)
+        self.assertEqual(steps, ["after the dropped exception"])
+        self.assertEqual(outcome, ["prog: interrupted (SIGTERM); rerun the same command to "
+                                   "resume\n", 143])
+        faults.raise_pending_signal()  # nothing pending once the run has ended
+
+    def test_ctrl_c_is_handled_only_where_python_would_raise_it(self):
+        with ending():
+            self.assertNotEqual(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+        self.assertEqual(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            with ending():  # a background job's ignored Ctrl-C stays ignored
+                self.assertEqual(signal.getsignal(signal.SIGINT), signal.SIG_IGN)
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     def test_a_file_size_limit_fails_the_write_instead_of_killing(self):
         with ending():

@@ -89,6 +89,14 @@ class ExportModelArgumentPropertiesTest(TestCase):
              do_lower_case=None, quantize=None, serving_version=1)
     @example(source="model", output_dir="new", format_name="huggingface", sequence_length=None,
              do_lower_case=None, quantize=None, serving_version=0)
+    @example(source="\u200b", output_dir="new", format_name="google", sequence_length=None,
+             do_lower_case=None, quantize=None, serving_version=1)
+    @example(source="model", output_dir=0, format_name="google", sequence_length=None,
+             do_lower_case=None, quantize=None, serving_version=1)
+    @example(source="model", output_dir="new/deeper", format_name="google",
+             sequence_length=None, do_lower_case=None, quantize=None, serving_version=1)
+    @example(source="model", output_dir="new", format_name="saved_model", sequence_length=None,
+             do_lower_case=None, quantize=None, serving_version=1)
     @given(source=SOURCES, output_dir=OUTPUTS, format_name=FORMAT_NAMES,
            sequence_length=LENGTHS, do_lower_case=CASINGS, quantize=QUANTIZE,
            serving_version=VERSIONS)
@@ -106,7 +114,8 @@ class ExportModelArgumentPropertiesTest(TestCase):
             event(f"refused: {type(error).__name__}")
             self.assertIsInstance(error, (ValueError, TypeError, OSError), repr(error))
             self.assertNotIsInstance(error, tf.errors.OpError)
-            named = [*ARGUMENTS, *(str(arguments[name]) for name in ("source", "output_dir"))]
+            named = [*ARGUMENTS, *(form(arguments[name]) for name in ("source", "output_dir")
+                                   for form in (str, repr))]
             self.assertTrue(any(name in str(error) for name in named if name), repr(error))
             self.assertEqual(_snapshot(work), work_before, f"refused ({error}) but wrote")
             self.assertEqual(_snapshot(self.fixtures), fixtures_before)
@@ -116,8 +125,12 @@ class ExportModelArgumentPropertiesTest(TestCase):
         stamp = json.loads((Path(output) / STAMP_NAME).read_text())
         self.assertEqual(stamp["kind"], drawn["format_name"])
         self.assertEqual(_snapshot(self.fixtures), fixtures_before)
+        # The folders it made on the way to a new output_dir hold only that output.
+        made = set(Path(output).resolve().relative_to(work.resolve()).parents) if Path(
+            output).resolve().is_relative_to(work.resolve()) else set()
         outside = {entry for entry in set(_snapshot(work)) | set(work_before)
-                   if not (work / entry).resolve().is_relative_to(Path(output).resolve())}
+                   if not (work / entry).resolve().is_relative_to(Path(output).resolve())
+                   and not (Path(entry) in made and entry not in work_before)}
         self.assertEqual({entry: _snapshot(work).get(entry) for entry in outside},
                          {entry: work_before.get(entry) for entry in outside})
 
