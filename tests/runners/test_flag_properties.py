@@ -207,8 +207,9 @@ class RunnerFlagPropertiesTest(TestCase):
         self.assertRegex(message, rf"\A{script}\.py: error: [^\n]+\n\Z")
         # A flag's name, or a value the command line gave (a flag's, or a stray word).
         given_values = [str(values[name].value) for name in values if values[name].present]
+        positional = words[words.index("--") + 1:] if "--" in words else []  # "--" ends flags
         given_values = [value for value in given_values if len(value) > 2] + [
-            word for word in words if not word.startswith("--")]
+            word for word in words if not word.startswith("--")] + positional
         self.assertTrue(any(f"--{name}" in message for name in values)
                         or any(value in message for value in given_values), message)
 
@@ -257,6 +258,7 @@ class RunnerFlagPropertiesTest(TestCase):
     def test_run_squad_starts_or_refuses_in_one_line(self, words):
         self._run("run_squad", words)
 
+    @example(words=["--", "--no_such_flag=1"])
     @example(words=[])
     @given(words=flag_arguments(_defined("run_ner"), PATHS))
     def test_run_ner_starts_or_refuses_in_one_line(self, words):
