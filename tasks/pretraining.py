@@ -26,7 +26,7 @@ from network.model_folder import GOOGLE_CHECKPOINT, write_model_folder
 from tasks.contract import TaskResult
 from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_model_files
 from training.configs import OptimizationConfig, TrainingConfig, check_weights_to_evaluate
-from training.input_pipeline import (list_files, naming_corrupt_records,
+from training.input_pipeline import (check_record_files, list_files, naming_corrupt_records,
                                      naming_out_of_vocabulary_ids, pretraining_dataset)
 from training.trainer import TrainingRun, weights_checksum
 from training.training_logs import write_eval_scalars
@@ -77,6 +77,7 @@ def check_records_fit_objective(file_pattern: str, objective: str) -> None:
     end with exit 0. A record is masked when any `masked_lm_weights` is set.
     """
     path = list_files(file_pattern)[0]
+    check_record_files([path])  # a folder or a damaged file is named, not read
     masked = 0
     with naming_corrupt_records(path):  # a damaged file is named here, before any training
         records = list(tf.data.TFRecordDataset(path).take(_SAMPLED_RECORDS))
