@@ -10,6 +10,7 @@ import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedMo
 from export.model_exports import export_model
 from modeling import (BertClassifier, BertEncoder, BertTextEmbedder, BertTokenTagger,
                       load_config)
+from tests.export.exported_models import without_graph_rewrites
 from tests.fixtures import GOLDEN, TestCase
 from tests.modeling.test_text_embedder import sentence_transformers_folder
 from tests.modeling.tiny_folder import tiny_folder
@@ -20,6 +21,11 @@ SENTENCES = [["john", "lives", "in", "paris"], ["the", "cat", "sat"]]
 
 
 class RawTextSavedModelsTest(TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        without_graph_rewrites(cls)
 
     def test_a_classifier_keras_file_serves_its_probabilities_and_labels(self):
         model = BertClassifier.from_pretrained(tiny_folder(self.tmp_path()), num_labels=2,

@@ -12,6 +12,7 @@ from export import serving
 from export.serving import ClassifierServing, export_classifier
 from network.layers.activations import get_activation
 from network.serving_spec import ServingSpec
+from tests.export.exported_models import without_graph_rewrites
 from tests.fixtures import TestCase
 from text.sentence_pairs import pack
 from text.tokenization import FullTokenizer
@@ -53,6 +54,7 @@ class ServingPackingTest(TestCase, parameterized.TestCase):
     def setUpClass(cls):
         """One vocabulary and serving module for the class: every test reads, none changes it."""
         super().setUpClass()
+        without_graph_rewrites(cls)
         root = cls.class_folder()
         vocab = root / "vocab.txt"
         vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on",

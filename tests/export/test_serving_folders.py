@@ -20,6 +20,7 @@ import tensorflow as tf
 from modeling.classifier import BertClassifier
 from network.checkpoints import export_google_checkpoint
 from network.config import BertConfig
+from tests.export.exported_models import without_graph_rewrites
 from tests.export.lite_runner import RUNTIME, lite_runner
 from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
 from tests.modeling.tiny_folder import tiny_folder
@@ -84,13 +85,15 @@ class ClassifierExportTest(TestCase):
         cls.float = _export(cls.source, cls.root / "float", "format=tf_serving")
         cls.int8 = _export(cls.source, cls.root / "int8", "format=tf_serving", "quantize=int8")
         cls.lite = _export(cls.source, cls.root / "lite", "format=tflite")
-        preprocess = tf.saved_model.load(str(cls.float / "preprocess"))
+        # Each SavedModel loaded once: a load's signatures are set up anew on their first call.
+        without_graph_rewrites(cls)
+        cls.preprocess = tf.saved_model.load(str(cls.float / "preprocess"))
+        cls.numeric = {folder: _Numeric(folder / "model" / "1")
+                       for folder in (cls.float, cls.int8)}
         cls.ids = {name: value.numpy() for name, value in
-                   preprocess.signatures["serving_default"](text_a=tf.constant(TEXTS)).items()}
-
-    def _float_outputs(self) -> dict:
-        return {name: value.numpy() for name, value in
-                _Numeric(self.float / "model" / "1")(**self.ids).items()}
+                   cls.preprocess.signatures["serving_default"](text_a=tf.constant(TEXTS)).items()}
+        cls.float_outputs = {name: value.numpy() for name, value in
+                             cls.numeric[cls.float](**cls.ids).items()}
 
     def test_saved_model_layout_is_tf_servings(self):
         self.assertEqual(sorted(path.name for path in self.float.iterdir()),
@@ -102,8 +105,7 @@ class ClassifierExportTest(TestCase):
 
     def test_preprocess_then_numeric_is_the_raw_text_model(self):
         raw = tf.saved_model.load(str(self.float / "raw_text"))
-        preprocess = tf.saved_model.load(str(self.float / "preprocess"))
-        numeric = _Numeric(self.float / "model" / "1")
+        preprocess, numeric = self.preprocess, self.numeric[self.float]
         for name, texts in (("serve_single", {"text_a": TEXTS}),
                             ("serve_pair", {"text_a": TEXTS, "text_b": SECONDS})):
             texts = {key: tf.constant(value) for key, value in texts.items()}
@@ -117,7 +119,7 @@ class ClassifierExportTest(TestCase):
     def test_ids_outside_their_tables_are_refused_by_every_served_model(self):
         """The numeric SavedModel (float and int8) fails naming the input; LiteRT, whose
         converter drops Assert ops, fails its gather: none answers for another id."""
-        served = [_Numeric(folder / "model" / "1") for folder in (self.float, self.int8)]
+        served = list(self.numeric.values())
         for case, name, value, message in BAD_INPUTS:
             bad = with_bad_value(self.ids, name, value)
             for numeric in served:
@@ -136,14 +138,14 @@ class ClassifierExportTest(TestCase):
         subprocess.run([sys.executable, "-c", _NUMERIC_USER, str(self.float / "model" / "1"),
                         str(inputs), str(out)], check=True, cwd=self.root,
                        env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"})
-        served, expected = np.load(out), self._float_outputs()
+        served, expected = np.load(out), self.float_outputs
         self.assertEqual(sorted(served.files), ["logits", "probabilities"])
         for name in served.files:
             self.assertAllClose(served[name], expected[name], atol=1e-6, rtol=0)
 
     def test_xla_compiles_the_numeric_signature(self):
         for folder in (self.float, self.int8):
-            signature = _Numeric(folder / "model" / "1")
+            signature = self.numeric[folder]
             compiled = tf.function(lambda **ids: signature(**ids), jit_compile=True)
             plain = signature(**self.ids)["logits"]
             self.assertAllClose(compiled(**self.ids)["logits"], plain, atol=_XLA_ATOL, rtol=0)
@@ -151,7 +153,7 @@ class ClassifierExportTest(TestCase):
     def test_tflite_gives_the_saved_models_logits(self):
         runner = lite_runner(self.lite / "model.tflite")
         served = runner(**self.ids)
-        expected = self._float_outputs()
+        expected = self.float_outputs
         self.assertEqual(sorted(served), ["logits", "probabilities"])
         self.assertGreater(np.abs(expected["logits"]).max(), 0.5)  # the tolerance is tight
         self.assertAllClose(served["logits"], expected["logits"], atol=_TFLITE_ATOL, rtol=0)
@@ -189,8 +191,8 @@ class ClassifierExportTest(TestCase):
                                                      "variables")).get_variable_to_dtype_map()
                         .items()}
         self.assertNotIn(tf.int8, float_dtypes)
-        quantized = _Numeric(self.int8 / "model" / "1")(**self.ids)["logits"].numpy()
-        expected = self._float_outputs()["logits"]
+        quantized = self.numeric[self.int8](**self.ids)["logits"].numpy()
+        expected = self.float_outputs["logits"]
         self.assertLessEqual(np.abs(quantized - expected).max(),
                              _INT8_RTOL * np.abs(expected).max())
         self.assertFalse(np.array_equal(quantized, expected))  # int8 really ran

@@ -24,6 +24,7 @@ from modeling import BertConfig, BertSpanModel, BertTokenTagger, load_labels
 from tasks.batch_prediction import predict
 from tasks.squad import SquadTask
 from tasks.squad_predictions import RawResult, compute_predictions
+from tests.export.exported_models import without_graph_rewrites
 from tests.fixtures import TINY_CONFIG, TestCase
 from text.tokenization import FullTokenizer
 from text.whitespace_words import whitespace_words
@@ -46,6 +47,7 @@ class RawTextServingTest(TestCase, parameterized.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
+        without_graph_rewrites(cls)
         cls.root = cls.class_folder()
         (cls.root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
         cls.tokenizer = FullTokenizer(str(cls.root / "vocab.txt"))

@@ -8,11 +8,13 @@ a real tiny model, over many windows.)
 """
 
 import keras
+import pytest
 import tensorflow as tf
 
 from export.serving_span import SpanServing, export_span_model
 from modeling import load_tokenizer
 from tasks.squad import SquadTask
+from tests.export.exported_models import without_graph_rewrites
 from tests.fixtures import TestCase
 from tests.modeling.tiny_folder import tiny_folder
 
@@ -39,23 +41,31 @@ class SpanServingWindowsTest(TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
+        without_graph_rewrites(cls)
         cls.root = cls.class_folder()
         cls.tokenizer = load_tokenizer(tiny_folder(cls.root))
 
+    def _check_answer_past_the_first_window(self, doc_stride: int) -> None:
+        task = SquadTask(max_query_length=8, doc_stride=doc_stride)
+        path = export_span_model(PeakOn(self.tokenizer.vocab["paris"]), self.tokenizer,
+                                 LENGTH, task, str(self.root / f"peak_{doc_stride}"))
+        served = tf.saved_model.load(path).signatures["serving_default"](
+            question=tf.constant(["where does john live?"] * 3),
+            context=tf.constant([CONTEXT, "john lives in paris", ""]))
+        self.assertEqual(served["answer"].numpy().tolist(), [b"Paris", b"paris", b""],
+                         msg=f"doc_stride={doc_stride}")
+        start, end = served["start"].numpy().tolist(), served["end"].numpy().tolist()
+        self.assertEqual(CONTEXT[start[0]:end[0]], "Paris")
+        self.assertEqual((start[2], end[2]), (-1, -1))
+        self.assertGreater(start[0], 24)  # past what one window of 24 positions holds
+
     def test_an_answer_past_the_first_window_is_found(self):
-        for doc_stride in (3, 128):
-            task = SquadTask(max_query_length=8, doc_stride=doc_stride)
-            path = export_span_model(PeakOn(self.tokenizer.vocab["paris"]), self.tokenizer,
-                                     LENGTH, task, str(self.root / f"peak_{doc_stride}"))
-            served = tf.saved_model.load(path).signatures["serving_default"](
-                question=tf.constant(["where does john live?"] * 3),
-                context=tf.constant([CONTEXT, "john lives in paris", ""]))
-            self.assertEqual(served["answer"].numpy().tolist(), [b"Paris", b"paris", b""],
-                             msg=f"doc_stride={doc_stride}")
-            start, end = served["start"].numpy().tolist(), served["end"].numpy().tolist()
-            self.assertEqual(CONTEXT[start[0]:end[0]], "Paris")
-            self.assertEqual((start[2], end[2]), (-1, -1))
-            self.assertGreater(start[0], 24)  # past what one window of 24 positions holds
+        self._check_answer_past_the_first_window(doc_stride=3)  # overlapping windows
+
+    @pytest.mark.long
+    def test_an_answer_past_the_first_window_is_found_with_the_default_stride(self):
+        # Windows that do not overlap; each export costs ~10 s of tracing.
+        self._check_answer_past_the_first_window(doc_stride=128)
 
     def test_a_query_limit_that_leaves_no_context_is_refused(self):
         with self.assertRaisesRegex(ValueError, r"max_query_length 21 leaves no room for the "

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from modeling import BertConfig, BertEncoder, export_tf_hub, load_encoder, load_tokenizer
 from network.checkpoints import export_google_checkpoint
+from tests.export.exported_models import without_graph_rewrites
 from tests.fixtures import TINY_CONFIG, TestCase
 from text.sentence_pairs import pack_ids
 
@@ -75,6 +76,10 @@ class TfHubExportTest(TestCase):
         cls.root = cls.class_folder()
         cls.source = _tiny_release(cls.root / "uncased_tiny")
         cls.exported = export_tf_hub(cls.source, cls.root / "hub", SEQUENCE_LENGTH)
+        # Loaded once: each load's signatures are set up anew on their first call.
+        without_graph_rewrites(cls)
+        cls.preprocess = tf.saved_model.load(str(cls.exported / "preprocess"))
+        cls.encoder = tf.saved_model.load(str(cls.exported / "encoder"))
 
     def _expected(self, firsts, seconds, length):
         tokenizer = load_tokenizer(self.source)
@@ -116,7 +121,7 @@ class TfHubExportTest(TestCase):
                                         msg=f"{kind} {key}")
 
     def test_tokenize_groups_pieces_by_word(self):
-        preprocess = tf.saved_model.load(str(self.exported / "preprocess"))
+        preprocess = self.preprocess
         tokenized = preprocess.tokenize(tf.constant(["the cats sat.", "", "a dog"]))
         ids = {token: index for index, token in enumerate(VOCAB)}
         self.assertAllEqual(tokenized.to_list(),
@@ -125,7 +130,7 @@ class TfHubExportTest(TestCase):
         self.assertEqual(tokenized.dtype, tf.int32)
 
     def test_pack_inputs_takes_flat_segments_and_python_lengths(self):
-        preprocess = tf.saved_model.load(str(self.exported / "preprocess"))
+        preprocess = self.preprocess
         tokenized = preprocess.tokenize(tf.constant(PAIRS[2][1:]))
         words = preprocess.bert_pack_inputs([tokenized], seq_length=6)
         pieces = preprocess.bert_pack_inputs([tokenized.merge_dims(1, 2)], seq_length=6)
@@ -138,7 +143,7 @@ class TfHubExportTest(TestCase):
         """What a loader of the SavedModel sees: one InvalidArgumentError whose "assertion
         failed" line says what is wrong, not TensorFlow's own assertion dump or list of
         signatures (which four segments still get: only three are traced to refuse)."""
-        preprocess = tf.saved_model.load(str(self.exported / "preprocess"))
+        preprocess = self.preprocess
         two = preprocess.tokenize(tf.constant(["the cats sat", "a dog"]))
         one = preprocess.tokenize(tf.constant(["far away"]))
         cases = [
@@ -161,7 +166,7 @@ class TfHubExportTest(TestCase):
     def test_encoder_refuses_ids_outside_their_tables(self):
         """As the numeric exports: id -7 once read word V-7. The message names the encoder's
         own input names (`input_ids` for TF Hub's `input_word_ids`)."""
-        encoder = tf.saved_model.load(str(self.exported / "encoder"))
+        encoder = self.encoder
         good = {"input_word_ids": [[2, 5, 6, 3]], "input_mask": [[1, 1, 1, 1]],
                 "input_type_ids": [[0, 0, 0, 0]]}
         vocab = rf"input_ids holds values outside \[0, {len(VOCAB)}\)"
@@ -176,7 +181,7 @@ class TfHubExportTest(TestCase):
                     call(bad) if call is encoder else call(**bad)
 
     def test_encoder_lists_its_variables_and_trains_with_dropout(self):
-        encoder = tf.saved_model.load(str(self.exported / "encoder"))
+        encoder = self.encoder
         self.assertNotEmpty(encoder.trainable_variables)
         self.assertLen(encoder.trainable_variables,
                        len(load_encoder(self.source).trainable_weights))

@@ -101,6 +101,7 @@ class PretrainedLoadingTest(TestCase):
         self.assertEqual(mixed.encoder.blocks[0].intermediate.compute_dtype, "bfloat16")
         self.assertEqual({variable.dtype for variable in mixed.weights}, {"float32"})
 
+    @pytest.mark.long  # the same golden: test_checkpoints' test_real_minilm_matches_pytorch
     @pytest.mark.assets
     def test_real_minilm_in_three_lines_matches_pytorch(self):
         encoder = load_encoder(minilm_dir())

@@ -84,39 +84,34 @@ class QuantizedModelsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertLessEqual(np.linalg.norm(difference), _INT8_RTOL * np.linalg.norm(reference))
 
     @parameterized.named_parameters(*MODELS)
-    def test_outputs_stay_near_float32(self, model_class, kwargs, shape, _):
+    def test_quantizes_silently_stays_near_float32_and_reloads(self, model_class, kwargs,
+                                                                shape, int8_kernels):
+        """One model of each kind, quantized once, for three checks of it."""
         keras.utils.set_random_seed(1)
         model = model_class(tiny_config(), **kwargs)
         features = _features(model_class, shape)
         float_outputs = model(features, training=False)
         int8_outputs = _quantized(model)(features, training=False)
-        self.assertNearFloat(int8_outputs, float_outputs)
-
-    @parameterized.named_parameters(*MODELS)
-    def test_every_projection_becomes_int8_silently(self, model_class, kwargs, _, int8_kernels):
-        model = _quantized(model_class(tiny_config(), **kwargs))
-        self.assertLen([weight for weight in model.weights if weight.dtype == "int8"],
-                       int8_kernels)
-        # What stays float and two-dimensional is a lookup table or a head named above.
-        float_matrices = {weight.path.split("/")[-1] for weight in model.weights
-                          if weight.dtype == "float32" and len(weight.shape) == 2}
-        allowed = {"word_embeddings", "token_type_embeddings", "position_embeddings",
-                   "output_weights"}  # the next-sentence head's
-        self.assertContainsSubset(float_matrices, allowed)
-        self.assertTrue(all(layer.quantization_mode == "int8"
-                            for layer in quantizable_layers(model)))
-
-    @parameterized.named_parameters(*MODELS)
-    def test_saved_model_reloads_with_equal_outputs(self, model_class, kwargs, shape, _):
-        model = _quantized(model_class(tiny_config(), **kwargs))
-        features = _features(model_class, shape)
-        path = os.path.join(self.create_tempdir().full_path, "model.keras")
-        model.save(path)
-        reloaded = keras.saving.load_model(path)
-        self.assertAllEqual(_flat(reloaded(features, training=False)),
-                            _flat(model(features, training=False)))
-        self.assertEqual(sum(weight.dtype == "int8" for weight in reloaded.weights),
-                         sum(weight.dtype == "int8" for weight in model.weights))
+        with self.subTest("outputs stay near float32"):
+            self.assertNearFloat(int8_outputs, float_outputs)
+        with self.subTest("every projection becomes int8"):
+            self.assertLen([weight for weight in model.weights if weight.dtype == "int8"],
+                           int8_kernels)
+            # What stays float and two-dimensional is a lookup table or a head named above.
+            float_matrices = {weight.path.split("/")[-1] for weight in model.weights
+                              if weight.dtype == "float32" and len(weight.shape) == 2}
+            allowed = {"word_embeddings", "token_type_embeddings", "position_embeddings",
+                       "output_weights"}  # the next-sentence head's
+            self.assertContainsSubset(float_matrices, allowed)
+            self.assertTrue(all(layer.quantization_mode == "int8"
+                                for layer in quantizable_layers(model)))
+        with self.subTest("the saved model reloads with equal outputs"):
+            path = os.path.join(self.create_tempdir().full_path, "model.keras")
+            model.save(path)
+            reloaded = keras.saving.load_model(path)
+            self.assertAllEqual(_flat(reloaded(features, training=False)), _flat(int8_outputs))
+            self.assertEqual(sum(weight.dtype == "int8" for weight in reloaded.weights),
+                             sum(weight.dtype == "int8" for weight in model.weights))
 
     def test_compiled_model_quantizes_and_reloads(self):
         """Loading compiles a quantized model again, after quantizing it."""
