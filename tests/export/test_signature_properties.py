@@ -32,6 +32,7 @@ from export.numeric import save_numeric
 from export.tflite import write_tflite
 from modeling import BertClassifier
 from tests.fixtures import TINY_CONFIG, TestCase
+from tests.modeling.property_strategies import budget
 from tests.modeling.tiny_folder import tiny_folder
 
 LABELS = ["neg", "pos"]
@@ -165,6 +166,7 @@ class NumericSignaturePropertiesTest(_SignatureProperty):
     def test_int8_model_answers_or_refuses_naming_the_input(self, inputs):
         self._numeric("int8", inputs)
 
+    @budget(quick=6)
     @example(texts=[b""], seconds=[])  # an empty second column is a mismatch, not no column
     @given(texts=st.lists(ODD_BYTES, max_size=4), seconds=st.none() | st.lists(ODD_BYTES,
                                                                             max_size=4))

@@ -101,7 +101,7 @@ class ModelConstructionPropertiesTest(ContractTestCase):
             self.check_outputs(model)
         self.assertEqual(folder_digest(self.root), self.digest)
 
-    @budget(40)
+    @budget(40, quick=6)
     @given(arguments=keyword_arguments(BertClassifier.__init__, skip=("config", "preprocessor")),
            with_text=st.booleans())
     @example(arguments={"num_labels": 3, "multi_label": True, "threshold": 0.3}, with_text=True)
@@ -119,23 +119,23 @@ class ModelConstructionPropertiesTest(ContractTestCase):
     def test_token_tagger_builds_or_names_the_argument(self, arguments, with_text):
         self.check_construction(BertTokenTagger, arguments, with_text)
 
-    @budget(40)
+    @budget(40, quick=6)
     @given(arguments=keyword_arguments(BertSpanModel.__init__, skip=("config", "preprocessor")),
            with_text=st.booleans())
     def test_span_model_builds_or_names_the_argument(self, arguments, with_text):
         self.check_construction(BertSpanModel, arguments, with_text)
 
-    @budget(40)
+    @budget(40, quick=4)
     @given(arguments=keyword_arguments(BertMultipleChoice.__init__, skip=("config",)))
     def test_multiple_choice_builds_or_names_the_argument(self, arguments):
         self.check_construction(BertMultipleChoice, arguments)
 
-    @budget(40)
+    @budget(40, quick=6)
     @given(arguments=keyword_arguments(BertPretrainer.__init__, skip=("config",)))
     def test_pretrainer_builds_or_names_the_argument(self, arguments):
         self.check_construction(BertPretrainer, arguments)
 
-    @budget(40)
+    @budget(40, quick=6)
     @given(arguments=keyword_arguments(BertTextEmbedder.__init__, skip=("config", "preprocessor")),
            with_text=st.booleans())
     def test_text_embedder_builds_or_names_the_argument(self, arguments, with_text):
@@ -148,7 +148,7 @@ class ModelConstructionPropertiesTest(ContractTestCase):
     def test_feature_tagger_builds_or_names_the_argument(self, arguments):
         self.check_construction(FeatureTagger, arguments)
 
-    @budget(40)
+    @budget(40, quick=6)
     @given(model_class=st.sampled_from([*TEXT_MODELS, BertMultipleChoice, BertPretrainer]),
            source=SOURCE_OR_HOSTILE, loading=keyword_arguments(FineTuningModel.from_pretrained,
                                                                skip=("path",)),
