@@ -117,7 +117,7 @@ class TaggerCallPropertiesTest(ContractTestCase):
             return
         self.assert_finite(scores["loss"])
 
-    @budget(60, quick=3)
+    @budget(300, quick=3)
     @example(arguments={"epochs": 1, "batch_size": 2}, tags=[[1, 0, 0, 2], [0, 0, 0]],
              resume_dir="fresh", log_dir="fresh")
     @given(arguments=FIT_ARGUMENTS, tags=TAG_LISTS, resume_dir=FOLDERS, log_dir=FOLDERS)
@@ -160,7 +160,7 @@ class SpanCallPropertiesTest(ContractTestCase):
         not_text = [answer for answer in answers if not isinstance(answer, str)]
         self.assertEqual((len(answers), not_text), (len(contexts), []))
 
-    @budget(40, quick=3)
+    @budget(300, quick=3)
     @example(answers=[{"text": "cat", "answer_start": 4}], arguments={"epochs": 1})
     @given(answers=st.one_of(st.lists(st.one_of(
         st.fixed_dictionaries({"text": st.sampled_from(["cat", "the", "", "dog"]),
@@ -213,7 +213,7 @@ class ClassifierSettingsCallPropertiesTest(ContractTestCase):
             self.assertTrue(all(set(row) <= {"a", "b", "c"} for row in labels))
             self.assert_finite(scores if scores is not None else 0.0)
 
-    @budget(40, quick=3)
+    @budget(300, quick=3)
     @example(head="multi_label", labels=[["a", "c"], []], arguments={"epochs": 1})
     @example(head="regression", labels=[0.5, float("nan")], arguments={})
     @given(head=st.sampled_from(["multi_label", "regression"]),
