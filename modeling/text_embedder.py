@@ -243,8 +243,8 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def check_pooling(pooling: Any) -> list[str]:
     """`pooling` as a non-empty list of modes of POOLING_MODES, each once."""
     modes = [pooling] if isinstance(pooling, str) else pooling
-    if not isinstance(modes, (list, tuple)) or not modes or len(set(modes)) != len(modes) or any(
-            mode not in POOLING_MODES for mode in modes):
+    if not isinstance(modes, (list, tuple)) or not modes or any(
+            mode not in POOLING_MODES for mode in modes) or len(set(modes)) != len(modes):
         raise ValueError(f"pooling must be one of {', '.join(POOLING_MODES)} or a list of "
                          f"distinct ones, got {pooling!r}")
     return list(modes)

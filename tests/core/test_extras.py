@@ -1,5 +1,6 @@
 """A package of an extra that is not installed is named with its `pip install` line, in one line."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -39,14 +40,17 @@ class NeededTest(parameterized.TestCase, tf.test.TestCase):
                 raise ValueError("inside")
         self.assertIs(sys.excepthook, hook)
 
-    @parameterized.parameters(
-        ("experiments", "matplotlib", "matplotlib is not installed: "
-                                      "pip install 'bert-tf2[experiments]'"),
-        ("data_prep.beam_pretraining_data", "apache_beam", "apache_beam is not installed: "
-                                                           "pip install 'bert-tf2[beam]'"),
-    )
-    @pytest.mark.slow  # starts a program, which imports TensorFlow
-    def test_the_program_says_it_in_one_line(self, module, package, message):
+    def test_a_module_without_its_extra_names_it_on_import(self):
+        """What the beam program's one line says, from its import in this process (the
+        program itself: the long test below)."""
+        with mock.patch.dict(sys.modules, {"apache_beam": None}):
+            sys.modules.pop("data_prep.beam_pretraining_data", None)
+            with self.assertRaises(extras.MissingExtraError) as caught:
+                importlib.import_module("data_prep.beam_pretraining_data")
+        self.assertEqual(str(caught.exception),
+                         "apache_beam is not installed: pip install 'bert-tf2[beam]'")
+
+    def _says_it_in_one_line(self, module: str, package: str, message: str) -> None:
         result = subprocess.run(
             [sys.executable, "-c", WITHOUT.format(package=package, module=module)],
             capture_output=True, text=True, cwd=REPO, timeout=120,
@@ -56,6 +60,14 @@ class NeededTest(parameterized.TestCase, tf.test.TestCase):
         self.assertEqual(result.stderr.strip().splitlines()[-1], message)
         self.assertEqual(result.stdout, "")
 
+    def test_the_program_says_it_in_one_line(self):
+        self._says_it_in_one_line("experiments", "matplotlib", "matplotlib is not installed: "
+                                  "pip install 'bert-tf2[experiments]'")
+
+    @pytest.mark.long  # imports TensorFlow in a new process
+    def test_the_beam_program_says_it_in_one_line(self):
+        self._says_it_in_one_line("data_prep.beam_pretraining_data", "apache_beam",
+                                  "apache_beam is not installed: pip install 'bert-tf2[beam]'")
 
 if __name__ == "__main__":
     tf.test.main()

@@ -108,10 +108,25 @@ def _with_misspelling(arguments: dict, misspelled: str | None) -> dict:
     return arguments if misspelled is None else {**arguments, misspelled: 1}
 
 
-def budget(most: int) -> settings:
-    """At most `most` examples, for a property whose calls train or trace a model: the
-    profile's count when it is smaller (`make test`'s few)."""
-    return settings(max_examples=min(settings.default.max_examples, most))
+# `make test`'s profile (conftest.py): the same few examples every run.
+QUICK_PROFILE = "default"
+
+
+def budget(most: int | None = None, quick: int | None = None) -> settings:
+    """Fewer examples for a property whose calls train, trace or export a model.
+
+    Args:
+      most: at most this many in any profile (the long one's many included).
+      quick: at most this many in `make test`'s profile, whose draws are the
+        same every run; its `@example`s run beside them. Other profiles keep
+        their own count (or `most`).
+    """
+    count = settings.default.max_examples
+    if most is not None:
+        count = min(count, most)
+    if quick is not None and settings.get_current_profile_name() == QUICK_PROFILE:
+        count = min(count, quick)
+    return settings(max_examples=count)
 
 
 def folder_digest(folder: Path) -> dict[str, str]:

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from modeling import BertClassifier
 from tests.fixtures import TINY_CONFIG, TestCase
-from tests.modeling.property_strategies import COUNTS, HOSTILE_NUMBERS, ODD_TEXT, RATES
+from tests.modeling.property_strategies import (COUNTS, HOSTILE_NUMBERS, ODD_TEXT, RATES,
+                                                budget)
 from tests.modeling.tiny_folder import tiny_folder
 
 LABEL_NAMES = ["neg", "pos"]
@@ -63,6 +64,7 @@ class ClassifierArgumentPropertiesTest(TestCase):
         self.assertGreater(recipe["learning_rate"], 0)
         self.assertTrue(0 <= recipe["warmup_proportion"] <= 1)
 
+    @budget(quick=4)
     @example(texts=[""], batch_size=2**63)  # past int32: once a shape error inside TensorFlow
     @given(texts=st.lists(ODD_TEXT, max_size=5), batch_size=COUNTS)
     def test_predict_gives_one_finite_row_per_text_or_names_the_argument(self, texts,
@@ -75,6 +77,7 @@ class ClassifierArgumentPropertiesTest(TestCase):
         self.assertEqual(logits.shape, (len(texts), 2))
         self.assertTrue(np.isfinite(logits).all())
 
+    @budget(quick=6)
     @given(ids=st.lists(st.integers(min_value=-2**31, max_value=2**31 - 1), min_size=1,
                         max_size=6))
     def test_predict_on_packed_ids_refuses_every_id_outside_the_vocabulary(self, ids):
@@ -90,6 +93,7 @@ class ClassifierArgumentPropertiesTest(TestCase):
             self.model.predict(packed, verbose=0)
 
     # A call that trains, drawn or not: the property's other half runs in every profile.
+    @budget(quick=3)
     @example(class_weight={"pos": 2, 0: 0.5}, epochs=1, batch_size=4, validation_split=None,
              labels=[0, "pos", 1, "neg"])
     @given(class_weight=CLASS_WEIGHTS, epochs=COUNTS, batch_size=COUNTS,

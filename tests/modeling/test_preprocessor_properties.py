@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from modeling import (BertClassifierPreprocessor, BertPreprocessor, BertSpanPreprocessor,
                       BertTaggerPreprocessor)
 from tests.modeling.property_strategies import (CLASS_LABELS, HOSTILE, ODD_STRINGS, ODD_TEXT,
-                                                ContractTestCase, folder_digest,
+                                                ContractTestCase, budget, folder_digest,
                                                 keyword_arguments, names_of)
 from tests.modeling.tiny_folder import VOCAB, tiny_folder
 
@@ -78,6 +78,7 @@ class PreprocessorPropertiesTest(ContractTestCase):
             self.assert_refused(error, named)
             return None
 
+    @budget(quick=6)
     @given(built=BUILDS, vocabulary=VOCABULARIES)
     @example(built=(BertPreprocessor, {}), vocabulary=float("nan"))
     @example(built=(BertTaggerPreprocessor, {"label_names": []}), vocabulary=VOCAB)
@@ -90,6 +91,7 @@ class PreprocessorPropertiesTest(ContractTestCase):
                 else ["a fine film"]
             self.assert_packed(preprocessor(texts), 1, preprocessor.sequence_length)
 
+    @budget(quick=6)
     @given(loaded=LOADS, source=st.sampled_from(["tiny", "", "missing"]) | HOSTILE)
     @example(loaded=(BertPreprocessor, {}), source="\ud7ff\ue000")
     def test_from_pretrained_loads_or_names_the_argument(self, loaded, source):

@@ -73,6 +73,7 @@ class TaggerCallPropertiesTest(ContractTestCase):
         return {name: str(paths[label]) for name, label in
                 (("resume_dir", resume_dir), ("log_dir", log_dir)) if label is not None}
 
+    @budget(quick=4)
     @example(sentences=SENTENCES, batch_size=1, return_scores=True)
     @example(sentences={}, batch_size=None, return_scores=False)
     @example(sentences=[np.array(["a"])], batch_size=None, return_scores=False)
@@ -98,6 +99,7 @@ class TaggerCallPropertiesTest(ContractTestCase):
             for row in scores:
                 self.assert_finite(np.reshape(row, (-1, 3)))
 
+    @budget(quick=4)
     @example(sentences=SENTENCES, tags=[["B-PER", "O", "O", "B-LOC"], [0, 0, 0]],
              sample_weight=[1.0, 0.5], batch_size=None)
     @example(sentences=np.float32("nan"), tags=[], sample_weight=None, batch_size=None)
@@ -115,7 +117,7 @@ class TaggerCallPropertiesTest(ContractTestCase):
             return
         self.assert_finite(scores["loss"])
 
-    @budget(60)
+    @budget(300, quick=3)
     @example(arguments={"epochs": 1, "batch_size": 2}, tags=[[1, 0, 0, 2], [0, 0, 0]],
              resume_dir="fresh", log_dir="fresh")
     @given(arguments=FIT_ARGUMENTS, tags=TAG_LISTS, resume_dir=FOLDERS, log_dir=FOLDERS)
@@ -158,7 +160,7 @@ class SpanCallPropertiesTest(ContractTestCase):
         not_text = [answer for answer in answers if not isinstance(answer, str)]
         self.assertEqual((len(answers), not_text), (len(contexts), []))
 
-    @budget(40)
+    @budget(300, quick=3)
     @example(answers=[{"text": "cat", "answer_start": 4}], arguments={"epochs": 1})
     @given(answers=st.one_of(st.lists(st.one_of(
         st.fixed_dictionaries({"text": st.sampled_from(["cat", "the", "", "dog"]),
@@ -189,6 +191,7 @@ class ClassifierSettingsCallPropertiesTest(ContractTestCase):
         for model in cls.models.values():
             model.compile(optimizer=keras.optimizers.SGD(1e-3))
 
+    @budget(quick=6)
     @example(head="multi_label", texts=["a fine film", ""], return_scores=True)
     @example(head="regression", texts=["a fine film"], return_scores=True)
     @given(head=st.sampled_from(["multi_label", "regression"]),
@@ -210,7 +213,7 @@ class ClassifierSettingsCallPropertiesTest(ContractTestCase):
             self.assertTrue(all(set(row) <= {"a", "b", "c"} for row in labels))
             self.assert_finite(scores if scores is not None else 0.0)
 
-    @budget(40)
+    @budget(300, quick=3)
     @example(head="multi_label", labels=[["a", "c"], []], arguments={"epochs": 1})
     @example(head="regression", labels=[0.5, float("nan")], arguments={})
     @given(head=st.sampled_from(["multi_label", "regression"]),
@@ -243,6 +246,7 @@ class PackedModelCallPropertiesTest(ContractTestCase):
         cls.tagger = FeatureTagger(num_labels=3, lstm_units=2, num_lstm_layers=1)
         cls.tagger.compile(optimizer=keras.optimizers.SGD(1e-3))
 
+    @budget(quick=4)
     @example(shape=(2, 3, LENGTH), value=2, batch_size=None)
     @example(shape=(0, 4, LENGTH), value=2, batch_size=None)
     @example(shape=(1, 1, 3), value=2, batch_size=2**63)  # once a shape error in TensorFlow
@@ -284,6 +288,7 @@ class PackedModelCallPropertiesTest(ContractTestCase):
             return
         self.assert_finite(scores["loss"])
 
+    @budget(quick=4)
     @example(rows=2, width=4, labels=(0, -1, 2), batch_size=1)
     @example(rows=1, width=1, labels=(0, 0, 0), batch_size=None)
     @example(rows=0, width=4, labels=(0, 0, 0), batch_size=None)

@@ -37,6 +37,7 @@ from hypothesis import event, example, given
 from core import faults, program, run_folder
 from tests.cli.flag_strategies import flag_arguments
 from tests.fixtures import TestCase, write_pretraining_records
+from tests.modeling.property_strategies import budget
 from tests.modeling.tiny_folder import tiny_folder
 from text.tokenization import FullTokenizer
 
@@ -244,6 +245,7 @@ class RunnerFlagPropertiesTest(TestCase):
     def test_run_pretraining_starts_or_refuses_in_one_line(self, words):
         self._run("run_pretraining", words)
 
+    @budget(quick=6)
     @example(words=['--do_train', 'false'])
     @example(words=['--random_seed=-1'])
     @example(words=['--random_seed=4294967295', '--num_restarts=2'])
@@ -259,6 +261,7 @@ class RunnerFlagPropertiesTest(TestCase):
     def test_run_squad_starts_or_refuses_in_one_line(self, words):
         self._run("run_squad", words)
 
+    @budget(quick=6)
     @example(words=["--", "--no_such_flag=1"])
     @example(words=[])
     @given(words=flag_arguments(_defined("run_ner"), PATHS))
