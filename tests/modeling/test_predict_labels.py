@@ -77,9 +77,18 @@ class PredictScoresTest(TinyFolderTestCase):
 
 class MultiLabelClassifierTest(TinyFolderTestCase):
 
-    def _model(self, **kwargs):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # One compiled model that the read-only tests share, with its traced steps.
+        keras.utils.set_random_seed(0)
+        cls.model = cls._model(threshold=0.45)
+        cls.model.compile()
+
+    @classmethod
+    def _model(cls, **kwargs):
         kwargs.setdefault("label_names", ["film", "animal", "place"])
-        return BertClassifier.from_pretrained(self.folder, num_labels=3, sequence_length=8,
+        return BertClassifier.from_pretrained(cls.folder, num_labels=3, sequence_length=8,
                                               multi_label=True, **kwargs)
 
     @pytest.mark.long
@@ -100,10 +109,8 @@ class MultiLabelClassifierTest(TinyFolderTestCase):
         self.assertAllClose([results["f1_micro"], results["f1_macro"]], [1.0, 1.0])
 
     def test_evaluate_reports_scikit_learns_f1_at_the_threshold(self):
-        keras.utils.set_random_seed(0)
         texts, labels = topic_texts()
-        model = self._model(threshold=0.45)
-        model.compile()
+        model = self.model  # at threshold=0.45
         results = model.evaluate(texts, labels, verbose=0, return_dict=True)
         truth = np.array([[name in row for name in model.label_names] for row in labels])
         predicted = special.expit(model.predict(texts, verbose=0)) > 0.45
@@ -124,20 +131,18 @@ class MultiLabelClassifierTest(TinyFolderTestCase):
         names = ["film", "animal", "place"]
         indices = [[names.index(label) for label in row] for row in labels]
         multi_hot = np.array([[name in row for name in names] for row in labels], np.int64)
-        model = self._model()
-        model.compile()
+        model = self.model
         losses = [model.evaluate(texts, y, verbose=0) for y in (labels, indices, multi_hot)]
         self.assertAllClose(losses[0], losses[1])
         self.assertAllClose(losses[0], losses[2])
 
     def test_a_reloaded_multi_label_model_keeps_its_threshold_and_head(self):
-        model = self._model(threshold=0.3)
-        model.compile()
+        model = self.model
         path = self.tmp_path() / "multi.keras"
         model.save(path)
         reloaded = keras.saving.load_model(path)
         self.assertTrue(reloaded.multi_label)
-        self.assertEqual(reloaded.threshold, 0.3)
+        self.assertEqual(reloaded.threshold, 0.45)
         self.assertEqual(reloaded.predict_labels(TEXTS), model.predict_labels(TEXTS))
 
     def test_bad_settings_and_labels_are_refused_by_name(self):
@@ -151,8 +156,7 @@ class MultiLabelClassifierTest(TinyFolderTestCase):
             BertClassifier.from_pretrained(self.folder, num_labels=1, multi_label=True)
         with self.assertRaisesRegex(ValueError, "threshold=0.3 applies to multi_label=True"):
             BertClassifier.from_pretrained(self.folder, num_labels=3, threshold=0.3)
-        model = self._model()
-        model.compile()
+        model = self.model
         cases = [
             (["film", ["animal"]], TypeError, r"y: example 0 has labels 'film'; a multi-label "
                                               r"model takes a label set per example"),

@@ -15,6 +15,7 @@ from modeling import BertClassifier, FitDiverged, TrainingDiverged, load_preproc
 from tests.fixtures import REPO, TestCase
 from tests.modeling.tiny_folder import tiny_folder
 from training.divergence import finite_update
+from training.optimization import create_optimizer
 
 TEXTS = ["a fine film", "a dull film", "great acting", "boring plot"] * 2
 
@@ -41,6 +42,19 @@ class FitDivergedTest(TestCase):
         cls.folder = tiny_folder(cls.class_folder())
         packed = load_preprocessor(cls.folder, sequence_length=8)(TEXTS)
         cls.packed = {key: value.numpy() for key, value in packed.items()}
+        cls.regression = None
+
+    def _compiled_regression(self) -> BertClassifier:
+        """The class's regression model, compiled once with the optimizer compile() plans
+        (the original AdamW, clipped at a global norm of 1), so that its fits on packed
+        batches share one traced training step. Each test reads weights relative to its own
+        start; the long schedule keeps the rate above 0 whatever ran before."""
+        cls = type(self)
+        if cls.regression is None:
+            cls.regression = self._model(num_labels=1)
+            cls.regression.compile(optimizer=create_optimizer(5e-5, num_train_steps=1000,
+                                                              num_warmup_steps=0))
+        return cls.regression
 
     def setUp(self):
         super().setUp()
@@ -58,8 +72,7 @@ class FitDivergedTest(TestCase):
 
     @pytest.mark.slow
     def test_a_nan_at_step_3_stops_fit_with_the_weights_from_step_2(self):
-        model = self._model(num_labels=1)
-        model.compile()
+        model = self._compiled_regression()
         # Batches of 2: the NaN target sits in the third batch.
         targets = np.array([0.1, 0.2, 0.3, 0.4, np.nan, 0.1, 0.2, 0.3], np.float32)
         batches = tf.data.Dataset.from_tensor_slices((self.packed, targets)).batch(2)
@@ -99,8 +112,7 @@ class FitDivergedTest(TestCase):
     def test_finite_gradients_whose_norm_overflows_are_not_applied(self):
         # Loss 1.44e38 is finite, and so is each gradient; the bias's alone is 2.4e19, whose
         # square overflows, and clipping by that infinite norm would write NaN everywhere.
-        model = self._model(num_labels=1)
-        model.compile()
+        model = self._compiled_regression()
         before = model.get_weights()
         targets = np.full(8, 1.2e19, np.float32)
         batches = tf.data.Dataset.from_tensor_slices((self.packed, targets)).batch(1)

@@ -51,7 +51,16 @@ class FitResumeTest(TestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.folder = tiny_folder(cls.class_folder())
-        cls.uninterrupted = state(cls._fit(cls._model()))
+        cls._uninterrupted = None
+
+    @property
+    def uninterrupted(self) -> list[np.ndarray]:
+        """The state an uninterrupted fit ends with, run once by the first test that needs it
+        (the `long` ones; the one in `make test` compares processes)."""
+        cls = type(self)
+        if cls._uninterrupted is None:
+            cls._uninterrupted = state(cls._fit(cls._model()))
+        return cls._uninterrupted
 
     @classmethod
     def _model(cls, seed: int = 0) -> BertClassifier:
@@ -189,43 +198,53 @@ class FitResumeTest(TestCase):
 
     @pytest.mark.slow
     def test_a_sigkilled_fit_resumes_in_a_new_process(self):
+        # Each pair of arguments after the data is one fit, run in order: its resume folder
+        # ("-": none), then the step after which the process kills itself, or else the .npz
+        # its end weights go to. The first process writes the uninterrupted run's weights,
+        # then is killed inside a second run; the second process resumes that one.
         script = textwrap.dedent("""
             import json, os, signal, sys
             import keras, numpy as np
             from modeling import BertClassifier
-            folder, resume_dir, kill_at, out = sys.argv[1:5]
-            texts, labels, call = json.loads(sys.argv[5])
+            folder = sys.argv[1]
+            texts, labels, call = json.loads(sys.argv[2])
+            runs = sys.argv[3:]
 
             class Kill(keras.callbacks.Callback):
+                def __init__(self, at):
+                    super().__init__()
+                    self.at, self.steps = at, 0
+
                 def on_train_batch_end(self, batch, logs=None):
-                    self.steps = getattr(self, "steps", 0) + 1
-                    if self.steps == int(kill_at):
+                    self.steps += 1
+                    if self.steps == self.at:
                         os.kill(os.getpid(), signal.SIGKILL)
 
-            keras.utils.set_random_seed(0)
-            model = BertClassifier.from_pretrained(folder, num_labels=2, sequence_length=16)
-            model.compile(learning_rate=1e-3)
-            extra = {"resume_dir": resume_dir} if resume_dir != "-" else {}
-            model.fit(texts, labels, **call, **extra, callbacks=[Kill()])
-            np.savez(out, *[np.array(v) for v in model.variables])
+            for resume_dir, then in zip(runs[::2], runs[1::2]):
+                keras.utils.set_random_seed(0)
+                model = BertClassifier.from_pretrained(folder, num_labels=2, sequence_length=16)
+                model.compile(learning_rate=1e-3)
+                extra = {"resume_dir": resume_dir} if resume_dir != "-" else {}
+                model.fit(texts, labels, **call, **extra,
+                          callbacks=[Kill(int(then) if then.isdigit() else 0)])
+                if not then.isdigit():
+                    np.savez(then, *[np.array(v) for v in model.variables])
         """)
         root = str(self.tmp_path())
         environment = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
         data = json.dumps([TEXTS, LABELS, CALL])
 
-        def run(resume_dir: str, kill_at: int, out: str) -> subprocess.CompletedProcess:
+        def run(*fits: str) -> subprocess.CompletedProcess:
             return subprocess.run(
-                [sys.executable, "-c", script, str(self.folder), resume_dir, str(kill_at), out,
-                 data], capture_output=True, text=True, env=environment, timeout=900,
-                check=False)
+                [sys.executable, "-c", script, str(self.folder), data, *fits],
+                capture_output=True, text=True, env=environment, timeout=900, check=False)
 
         resume_dir = os.path.join(root, "resume")
-        killed = run(resume_dir, 8, os.path.join(root, "killed.npz"))
+        killed = run("-", os.path.join(root, "plain.npz"), resume_dir, "8")
         self.assertEqual(killed.returncode, -9, killed.stderr[-3000:])
-        resumed = run(resume_dir, 0, os.path.join(root, "resumed.npz"))
+        self.assertTrue(os.path.exists(os.path.join(root, "plain.npz")), killed.stderr[-3000:])
+        resumed = run(resume_dir, os.path.join(root, "resumed.npz"))
         self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
-        plain = run("-", 0, os.path.join(root, "plain.npz"))
-        self.assertEqual(plain.returncode, 0, plain.stderr[-3000:])
         expected, actual = (np.load(os.path.join(root, name))
                             for name in ("plain.npz", "resumed.npz"))
         self.assertLen(actual.files, len(expected.files))

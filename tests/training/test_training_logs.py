@@ -10,7 +10,7 @@ from modeling import BertClassifier
 from tests.fixtures import TestCase, event_scalars
 from tests.modeling.tiny_folder import tiny_folder
 from tests.training.test_resume import LABELS, TEXTS, KillAt
-from training.optimization import WarmupLinearDecay
+from training.optimization import WarmupLinearDecay, create_optimizer
 
 
 class FitLogsTest(TestCase):
@@ -49,9 +49,14 @@ class FitLogsTest(TestCase):
         log_dir, resume_dir = os.path.join(root, "logs"), os.path.join(root, "resume")
         call = {"batch_size": 2, "epochs": 2, "verbose": 0, "log_dir": log_dir, "log_freq": 3,
                 "resume_dir": resume_dir}
+        # Interrupted, then called again as in a notebook: the same model object, its
+        # optimizer given (compile()'s own would be planned, and the step traced, anew).
+        keras.utils.set_random_seed(0)
+        model = BertClassifier.from_pretrained(self.folder, num_labels=2, sequence_length=16)
+        model.compile(optimizer=create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1))
         with self.assertRaises(KeyboardInterrupt):  # after step 7; saved at step 5
-            self._model().fit(TEXTS, LABELS, **call, callbacks=[KillAt(7)])
-        self._model().fit(TEXTS, LABELS, **call)
+            model.fit(TEXTS, LABELS, **call, callbacks=[KillAt(7)])
+        model.fit(TEXTS, LABELS, **call)
         steps = [step for step, _ in event_scalars(os.path.join(log_dir, "train"))["loss"]]
         self.assertEqual(steps, [3, 6, 8, 10])  # the rerun counts on from its checkpoint
 
