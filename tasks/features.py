@@ -52,6 +52,9 @@ class FeatureTask:
         for name in ("input_file", "output_file"):
             if not getattr(self, name):
                 raise FieldError(f"{{{name}}} is required")
+            if not getattr(self, name).strip():
+                raise FieldError("{%s}={0!r} is only blanks: give a file path" % name,
+                                 getattr(self, name))
         check_integer("max_seq_length", self.max_seq_length)
         check_integer("batch_size", self.batch_size)
 

@@ -269,6 +269,7 @@ class RunnerFlagPropertiesTest(TestCase):
         self._run("run_ner", words)
 
     @example(words=['--init_checkpoint= '])
+    @example(words=['--input_file= '])
     @example(words=[])
     @given(words=flag_arguments(_defined("extract_features"), PATHS))
     def test_extract_features_starts_or_refuses_in_one_line(self, words):
