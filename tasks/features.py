@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from core.arguments import FieldError, check_integer
+from core.arguments import FieldError, FieldFileNotFoundError, check_integer
 from core.atomic import atomic_open
 from core.record_schema import ENCODER_INPUTS
 from network.checkpoints import load_weights
@@ -149,6 +149,8 @@ class Features:
         """Writes the features of every input text, whole or not at all."""
         del training, optimization, strategy  # one forward pass at a time, on this device
         layer_indices = parse_layer_indices(task.layers, resolved.config.num_hidden_layers)
+        if "://" not in task.input_file and not os.path.exists(task.input_file):
+            raise FieldFileNotFoundError("{input_file}={0}: no such file", task.input_file)
         texts = read_texts(task.input_file)
         encoder = BertEncoder(resolved.config, output_hidden_states=True)
         report = load_weights(encoder, resolved.files.init_checkpoint)

@@ -270,6 +270,7 @@ class RunnerFlagPropertiesTest(TestCase):
 
     @example(words=['--init_checkpoint= '])
     @example(words=['--input_file= '])
+    @example(words=['--input_file=0'])
     @example(words=[])
     @given(words=flag_arguments(_defined("extract_features"), PATHS))
     def test_extract_features_starts_or_refuses_in_one_line(self, words):
