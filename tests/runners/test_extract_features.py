@@ -3,8 +3,6 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from tests.fixtures import REPO, TestCase, run_main
+from tests.runners.shared_runs import run_logged
 
 pytestmark = [pytest.mark.slow, pytest.mark.assets]
 GOLDEN = os.path.join(REPO, "tests", "golden")
@@ -34,14 +33,6 @@ def _arguments(tmp_path, lines, **flags) -> dict:
     return arguments
 
 
-def _run(tmp_path, lines, **flags):
-    arguments = _arguments(tmp_path, lines, **flags)
-    command = [sys.executable, os.path.join(REPO, "extract_features.py")]
-    command += [f"--{name}={value}" for name, value in arguments.items()]
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path), \
-        tmp_path / "out" / "features.jsonl"
-
-
 class ExtractFeaturesTest(TestCase, parameterized.TestCase):
 
     def test_features_equal_pytorch_reference(self):
@@ -50,8 +41,9 @@ class ExtractFeaturesTest(TestCase, parameterized.TestCase):
         golden = np.load(os.path.join(GOLDEN, "minilm_reference.npz"))
         lines = [a if b is None else f"{a} ||| {b}"
                  for a, b in zip(texts["text_a"], texts["text_b"])]
-        result, output = _run(self.tmp_path(), lines)
-        self.assertEqual(result.returncode, 0, result.stderr)
+        arguments = _arguments(self.tmp_path(), lines)
+        log = run_logged("extract_features.py", arguments).stderr  # in this process
+        output = arguments["output_file"]
         records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
         self.assertEqual([record["linex_index"] for record in records], list(range(len(lines))))
         recorded = list(golden["hidden_state_layers"])
@@ -67,7 +59,7 @@ class ExtractFeaturesTest(TestCase, parameterized.TestCase):
                     expected = golden["hidden_states"][recorded.index(hidden_state)][row,
                                                                                      position]
                     self.assertAllClose(by_index[index], expected, atol=1e-4, rtol=1e-7)
-        self.assertIn("loaded 103 tensors", result.stderr)
+        self.assertIn("loaded 103 tensors", log)
         self.assertEmpty([name for name in os.listdir(output.parent) if name.startswith(".")])
 
     @parameterized.parameters(

@@ -3,20 +3,25 @@
 Text -> records at a short length -> phase 1 -> records at a longer length
 -> phase 2 from phase 1's `--output_dir` -> fine-tuning from phase 2's, and
 features from one of its `ckpt-N` prefixes: the checks are that each run
-reads every weight its predecessor wrote, not only that it runs.
+reads every weight its predecessor wrote, not only that it runs. The
+commands run in this process (their flags parsed as on the command line):
+the handoffs, not the processes, are the subject. No step is compiled with
+XLA: the handoffs do not depend on it, and the runner tests cover it.
 """
 
 import json
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from absl import flags as absl_flags
 
-from tests.fixtures import REPO, TestCase, write_tiny_config
+from data_prep import create_pretraining_data
+from data_prep.pretraining.local import create_pretraining_data as write_records
+from tests.fixtures import TestCase, run_main, write_tiny_config
+from tests.runners.shared_runs import run_logged
 
 pytestmark = pytest.mark.slow
 
@@ -31,28 +36,25 @@ def _sentences(rng: random.Random, count: int) -> list[str]:
                      for _ in range(rng.randint(3, 12))) + " ." for _ in range(count)]
 
 
-def _run(script: str, *arguments, **flags) -> str:
-    command = [sys.executable, *script.split(), *arguments]
-    command += [f"--{name}={value}" for name, value in flags.items()]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stderr
-
-
 def _records(folder, corpus, vocab, length: int, predictions: int) -> str:
+    """`python -m data_prep.create_pretraining_data` with these flags, in this process."""
     output = folder / f"data{length}" / "wiki.tfrecord"
-    _run("-m data_prep.create_pretraining_data", input_file=corpus, output_file=output,
-         num_output_shards=2, vocab_file=vocab, max_seq_length=length,
-         max_predictions_per_seq=predictions, dupe_factor=2, num_workers=1)
+    values = absl_flags.FlagValues()
+    create_pretraining_data.define_flags(values)
+    values(["create_pretraining_data", f"--input_file={corpus}", f"--output_file={output}",
+            "--num_output_shards=2", f"--vocab_file={vocab}", f"--max_seq_length={length}",
+            f"--max_predictions_per_seq={predictions}", "--dupe_factor=2", "--num_workers=1"])
+    write_records(create_pretraining_data.settings_from_flags(values))
     return str(output.parent / "wiki-*.tfrecord")  # shards: wiki-00000-of-00002.tfrecord
 
 
 def _pretrain(folder, records, length: int, predictions: int, output, **flags) -> str:
-    return _run("run_pretraining.py", "--do_train", input_file=records,
-                bert_config_file=folder / "bert_config.json", output_dir=output,
-                vocab_file=folder / "vocab.txt", train_batch_size=8, max_seq_length=length,
-                max_predictions_per_seq=predictions, num_train_steps=6, num_warmup_steps=2,
-                learning_rate=1e-3, save_checkpoints_steps=3, log_every=3, **flags)
+    return run_logged("run_pretraining.py", {
+        "do_train": True, "input_file": records, "bert_config_file": folder / "bert_config.json",
+        "output_dir": output, "vocab_file": folder / "vocab.txt", "train_batch_size": 8,
+        "max_seq_length": length, "max_predictions_per_seq": predictions,
+        "num_train_steps": 6, "num_warmup_steps": 2, "learning_rate": 1e-3,
+        "save_checkpoints_steps": 3, "log_every": 3, "jit_compile": False, **flags}).stderr
 
 
 def _loaded(log: str, source) -> int:
@@ -114,11 +116,12 @@ class PipelineHandoffTest(TestCase):
         for name in ("train.tsv", "dev.tsv"):
             (data / name).write_text("sentence\tlabel\n" + "".join(f"{text}\t{label}\n"
                                                                    for text, label in rows))
-        log = _run("run_classifier.py", "--do_train", "--do_eval", "--noexport_saved_model",
-                   task_name="SST-2", data_dir=data, vocab_file=folder / "vocab.txt",
-                   bert_config_file=folder / "bert_config.json", init_checkpoint=phase2,
-                   output_dir=tmp_path / "out", max_seq_length=16, train_batch_size=8,
-                   num_train_epochs=1, learning_rate=1e-3)
+        log = run_logged("run_classifier.py", {
+            "do_train": True, "do_eval": True, "export_saved_model": False, "task_name": "SST-2",
+            "data_dir": data, "vocab_file": folder / "vocab.txt",
+            "bert_config_file": folder / "bert_config.json", "init_checkpoint": phase2,
+            "output_dir": tmp_path / "out", "max_seq_length": 16, "train_batch_size": 8,
+            "num_train_epochs": 1, "learning_rate": 1e-3, "jit_compile": False}).stderr
         self.assertEqual(_loaded(log, phase2 / "ckpt-6"),
                          len(_checkpoint_variables(folder, "encoder")))
         # Only the new classifier layer starts from scratch.
@@ -144,9 +147,10 @@ class PipelineHandoffTest(TestCase):
         vocab.write_text("\n".join("[unused0]" if token == "[MASK]" else token
                                    for token in VOCAB) + "\n", encoding="utf-8")
         output = tmp_path / "features.jsonl"
-        _run("extract_features.py", input_file=tmp_path / "input.txt", output_file=output,
-             vocab_file=vocab, bert_config_file=folder / "bert_config.json",
-             init_checkpoint=prefix, layers=-1, max_seq_length=16)
+        run_main("extract_features.py", {
+            "input_file": tmp_path / "input.txt", "output_file": output, "vocab_file": vocab,
+            "bert_config_file": folder / "bert_config.json", "init_checkpoint": prefix,
+            "layers": -1, "max_seq_length": 16})
         features = json.loads(output.read_text(encoding="utf-8"))["features"]
 
         encoder = BertEncoder(BertConfig.from_json_file(folder / "bert_config.json"))
