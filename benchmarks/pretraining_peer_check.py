@@ -7,7 +7,7 @@ start from the same initializer scale, read the same shuffled batches
 (`training.input_pipeline.pretraining_dataset` with one seed feeds both) and
 are scored by one function on the same held-out batches:
 
-- ours: `BertPretrainer(objective="mlm")` through `training.loop.Trainer`
+- ours: `BertPretrainer(objective="mlm")` through `training.loop.TrainingLoop`
   (as `run_pretraining.py --objective=mlm`) with the original AdamW, no bias
   correction;
 - keras-hub: `BertMaskedLM` through `fit`, with Keras' AdamW (bias-corrected)
@@ -49,7 +49,7 @@ from core import extras  # noqa: E402
 from modeling.pretrainer import BertPretrainer  # noqa: E402
 from network.config import BertConfig  # noqa: E402
 from training.input_pipeline import pretraining_dataset  # noqa: E402
-from training.loop import Trainer  # noqa: E402
+from training.loop import TrainingLoop  # noqa: E402
 from training.optimization import WarmupLinearDecay, create_optimizer  # noqa: E402
 
 with extras.needed("benchmarks"):
@@ -82,7 +82,7 @@ def train_ours(args, config: BertConfig, data, evaluate) -> list[float]:
     model = BertPretrainer(config, objective="mlm")
     optimizer = create_optimizer(args.learning_rate, args.steps, args.warmup)
     scratch = tempfile.TemporaryDirectory(prefix="peer-check-")
-    trainer = Trainer(model, optimizer, tf.distribute.get_strategy(),
+    trainer = TrainingLoop(model, optimizer, tf.distribute.get_strategy(),
                       model.pretraining_losses, scratch.name, jit_compile=True)
     trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(data)

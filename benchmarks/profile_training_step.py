@@ -2,7 +2,7 @@
 
 Builds the pre-training (MLM + NSP) and fine-tuning (2-class classifier)
 steps exactly as `benchmarks/training_speed.py` times them (the runners'
-`training.loop.Trainer` with the original AdamW, one CPU device, float32),
+`training.loop.TrainingLoop` with the original AdamW, one CPU device, float32),
 warms them up, then records a trace of a few steps with
 `tf.profiler.experimental` and reads the op events out of the trace's XSpace
 protobuf. Each TensorFlow op's time goes to one class:

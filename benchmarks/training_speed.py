@@ -15,7 +15,7 @@ same precision takes part in the rounds, and model FLOPs utilization (MFU) is
 each system's model FLOPs per second over that rate.
 
 Systems: ours (`run_pretraining.py`'s and `run_classifier.py`'s step:
-`training.loop.Trainer` with the original AdamW, in a process whose malloc
+`training.loop.TrainingLoop` with the original AdamW, in a process whose malloc
 keeps freed heap pages as the runners' entry point has it, as by default,
 which chooses XLA or not by `training.distribution.default_jit_compile`,
 and with the other choice forced by `--jit_compile` / `--nojit_compile`);
@@ -153,7 +153,7 @@ def _ours_setup() -> None:
 
 
 def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None):
-    """`training.loop.Trainer` on our model and loss, as the runners build it.
+    """`training.loop.TrainingLoop` on our model and loss, as the runners build it.
 
     `jit_compile=None` chooses XLA as the runners do without `--jit_compile`.
     """
@@ -164,7 +164,7 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
     from network.config import BertConfig
     from training.optimization import create_optimizer
     from training.distribution import default_jit_compile
-    from training.loop import Trainer
+    from training.loop import TrainingLoop
 
     config = BertConfig(vocab_size=VOCAB, hidden_size=case["hidden"],
                         num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
@@ -187,7 +187,7 @@ def ours(case: dict, precision: str = "float32", jit_compile: bool | None = None
             model = BertClassifier(config, num_labels=2)
             loss_fn = classification_loss
         optimizer = create_optimizer(LEARNING_RATE, 100_000, 0)
-        trainer = Trainer(model, optimizer, strategy, loss_fn, scratch.name,
+        trainer = TrainingLoop(model, optimizer, strategy, loss_fn, scratch.name,
                           jit_compile=jit_compile)
         trainer.restore_newest_checkpoint()  # none: the folder is new
     iterator = iter(strategy.experimental_distribute_dataset(data))

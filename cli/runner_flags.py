@@ -243,6 +243,9 @@ def training_configs(values: flags.FlagValues, require: Sequence[str] = ("output
         listed = ", ".join(named) if len(named) > 2 else " and ".join(named)
         raise ValueError(f"at least one of {listed} must be set")
     training = training_config_from_flags(values)
+    if training.output_dir and "://" not in training.output_dir:
+        # "a/../b" is b: creating it must not leave an "a" behind.
+        training = dataclasses.replace(training, output_dir=os.path.normpath(training.output_dir))
     optimization = optimization_from_flags(values)
     distribution = distribution_from_flags(values)
     check_batch_split(training, optimization)

@@ -44,7 +44,7 @@ from tasks.model_files import (FINE_TUNING, ModelFiles, ModelNeeds, ResolvedMode
                                resolve_model_files)
 from training import loop
 from training.configs import MAX_SEED, OptimizationConfig, TrainingConfig
-from training.trainer import fine_tune
+from training.training_run import fine_tune
 from training.training_logs import write_eval_scalars
 
 

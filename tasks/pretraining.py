@@ -28,7 +28,7 @@ from tasks.model_files import PRETRAINING, ModelFiles, ResolvedModel, resolve_mo
 from training.configs import OptimizationConfig, TrainingConfig, check_weights_to_evaluate
 from training.input_pipeline import (check_record_files, list_files, naming_corrupt_records,
                                      naming_out_of_vocabulary_ids, pretraining_dataset)
-from training.trainer import TrainingRun, weights_checksum
+from training.training_run import TrainingRun, weights_checksum
 from training.training_logs import write_eval_scalars
 
 
@@ -174,7 +174,7 @@ class Pretraining:
             logging.info(load_weights(model, resolved.files.init_checkpoint).summary())
         if task.do_train:
             train(training_run, task, resolved, training)
-        chief = training_run.trainer.chief
+        chief = training_run.loop.chief
         scores, written = {}, []
         if task.do_eval:
             scores = score(training_run, model, task, resolved, training)

@@ -146,7 +146,7 @@ def set_precision(dtype: str = "float32") -> keras.DTypePolicy:
     """Sets Keras' global dtype policy from `dtype` and returns it.
 
     Must run before the model is built. Mixed policies compute in 16 bits and
-    keep variables in float32; with "mixed_float16", `training.trainer` wraps
+    keep variables in float32; with "mixed_float16", `training.training_run` wraps
     the optimizer in a `LossScaleOptimizer` so small gradients do not
     underflow (bfloat16 has float32's range and needs no loss scaling).
     """

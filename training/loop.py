@@ -10,7 +10,7 @@ Resuming: the model's weights, the optimizer (slots and update counter,
 which drives the learning-rate schedule), a step counter and the dropout
 layers' random state are the run's `training.state.TrainingState`, the
 same as `fit`'s. The caller restores the newest checkpoint
-(`Trainer.restore_newest_checkpoint`, before training or saving) and skips
+(`TrainingLoop.restore_newest_checkpoint`, before training or saving) and skips
 the batches already consumed, so a seeded input pipeline continues at the
 batch where the run stopped and ends with the same weights, bit for bit,
 as one that never stopped.
@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from core import faults
 from core.arguments import check_integer
-# TrainingDiverged: what `Trainer.train` and `Trainer.save` raise, caught as loop.TrainingDiverged.
+# TrainingDiverged: what `TrainingLoop.train` and `.save` raise, caught as loop.TrainingDiverged.
 from training.divergence import TrainingDiverged, all_finite, diverged, finite_update  # noqa: F401
 from training.state import TrainingState
 from training.training_logs import write_scalars
@@ -60,12 +60,12 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
                                     and not has_chief)
 
 
-class Trainer:
+class TrainingLoop:
     """Trains `model` with `optimizer` under `strategy`; owns the checkpoints in `checkpoint_dir`.
 
     Build the model and optimizer inside `strategy.scope()` and construct the
-    Trainer there too, then call `restore_newest_checkpoint()`: construction
-    reads no checkpoint, and a Trainer refuses to train or save before that
+    TrainingLoop there too, then call `restore_newest_checkpoint()`: construction
+    reads no checkpoint, and a TrainingLoop refuses to train or save before that
     call, so no caller can start over in a folder holding an earlier run and
     rotate its checkpoints out. `step` counts batches: micro-batches when the
     optimizer accumulates gradients, `steps_per_update` of them per update
@@ -104,8 +104,8 @@ class Trainer:
         fit this model and optimizer. Call it once, before `train` or `save`.
         """
         if self._restore_step_taken:
-            raise RuntimeError("restore_newest_checkpoint was already called for this Trainer "
-                               f"(it restored {self._restored_from})")
+            raise RuntimeError("restore_newest_checkpoint was already called for this "
+                               f"TrainingLoop (it restored {self._restored_from})")
         newest = self.state.restore()
         self._restore_step_taken = True
         self._restored_from = newest
@@ -119,8 +119,9 @@ class Trainer:
 
     def _require_restore_step(self, what: str) -> None:
         if not self._restore_step_taken:
-            raise RuntimeError(f"Trainer.{what} was used before restore_newest_checkpoint(): "
-                               "call it first, so that a run in a folder holding checkpoints "
+            raise RuntimeError(f"TrainingLoop.{what} was used before "
+                               "restore_newest_checkpoint(): call it first, so that a run in "
+                               "a folder holding checkpoints "
                                "continues from them instead of overwriting them")
 
     @property
@@ -238,15 +239,15 @@ class Trainer:
 class CheckpointEvery:
     """Callback: saves every `every` steps and when training reaches `total_steps`."""
 
-    def __init__(self, trainer: Trainer, every: int, total_steps: int):
-        self.trainer = trainer
+    def __init__(self, training_loop: TrainingLoop, every: int, total_steps: int):
+        self.training_loop = training_loop
         self.every = every
         self.total_steps = total_steps
-        self._last_saved = trainer.step
+        self._last_saved = training_loop.step
 
     def __call__(self, step: int, logs: dict) -> None:
         if step - self._last_saved >= self.every or step >= self.total_steps:
-            self.trainer.save()
+            self.training_loop.save()
             self._last_saved = step
 
 

@@ -1,6 +1,6 @@
 """The checkpointed state of a training run, one class under both trainers.
 
-The runners' loop (`training.loop.Trainer`) and the task models' `fit`
+The runners' loop (`training.loop.TrainingLoop`) and the task models' `fit`
 (`training.resume.ResumeFolder`) resume a killed run the same way, so what
 they save, how they restore it and when they refuse to save is written once
 here: the model's weights, the optimizer (its moments and update count,

@@ -240,6 +240,7 @@ class RunnerFlagPropertiesTest(TestCase):
     # holes these properties found (each now refused in one line naming the flag).
     @example(words=["--vocab_file= "])
     @example(words=["--input_file=out"])
+    @example(words=["--output_dir=a/../b"])
     @example(words=[])
     @given(words=flag_arguments(_defined("run_pretraining"), PATHS))
     def test_run_pretraining_starts_or_refuses_in_one_line(self, words):

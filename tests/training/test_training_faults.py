@@ -117,7 +117,7 @@ def _write_inputs(folder: Path) -> tuple[str, str]:
 
 
 class TinyRegression(keras.Model):
-    """A dropout + dense model with the `checkpoint_variables` the Trainer saves."""
+    """A dropout + dense model with the `checkpoint_variables` the TrainingLoop saves."""
 
     def __init__(self):
         super().__init__(name="tiny_regression")
@@ -133,7 +133,8 @@ class TinyRegression(keras.Model):
 
 def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True,
              steps_per_update: int = 1):
-    """A Trainer of a freshly seeded TinyRegression in `folder`, restored unless `restore=False`."""
+    """A TrainingLoop of a freshly seeded TinyRegression in `folder`, restored unless
+    `restore=False`."""
     keras.utils.set_random_seed(0)
     model = TinyRegression()
     model({"x": np.zeros((1, 4), "float32")})
@@ -141,7 +142,7 @@ def _trainer(optimizer, folder, scale: float = 1.0, restore: bool = True,
     def loss_fn(features, outputs):
         return {"loss": tf.reduce_mean(tf.square(outputs[:, 0] - features["y"]))}
 
-    trainer = loop.Trainer(model, optimizer, tf.distribute.get_strategy(), loss_fn,
+    trainer = loop.TrainingLoop(model, optimizer, tf.distribute.get_strategy(), loss_fn,
                            str(folder), max_to_keep=1, steps_per_update=steps_per_update)
     if restore:
         trainer.restore_newest_checkpoint()
@@ -352,7 +353,7 @@ class ResumeAfterFaultsTest(_FaultsTestCase):
 
 
 class TrainerFaultsTest(_FaultsTestCase):
-    """The Trainer in this process, on a tiny regression model."""
+    """The TrainingLoop in this process, on a tiny regression model."""
 
     def test_divergence_inside_a_loop_call_stops_there_and_saves_nothing(self):
         tmp_path = self.tmp_path()
@@ -448,7 +449,7 @@ class TrainerFaultsTest(_FaultsTestCase):
         self.assertNotAllClose(later_model.dense.kernel.numpy(), trained)
         for name, use in (("train", lambda: later.train(data, 4)), ("save", later.save),
                           ("restored_from", lambda: later.restored_from)):
-            with self.assertRaisesRegex(RuntimeError, f"^Trainer.{name} was used before "
+            with self.assertRaisesRegex(RuntimeError, f"^TrainingLoop.{name} was used before "
                                         r"restore_newest_checkpoint\(\)"):
                 use()
         self.assertEqual(later.step, 0)

@@ -2,7 +2,7 @@
 
 Both need the same pieces: the optimizer with the warmup-then-decay
 schedule (wrapped for loss scaling under mixed_float16), a
-`loop.Trainer` and its restore of the newest checkpoint, a distributed dataset
+`loop.TrainingLoop` and its restore of the newest checkpoint, a distributed dataset
 that skips the batches a resumed run already consumed, and the callbacks
 that save checkpoints and report progress. Building them in one class keeps
 resuming, divergence handling and the step arithmetic of gradient
@@ -36,11 +36,11 @@ DatasetBuilder = Callable[[tf.distribute.InputContext | None, int], tf.data.Data
 class TrainingRun:
     """A model, its optimizer and its checkpoints under `checkpoint_dir`, ready to train.
 
-    `num_updates` and `num_warmup` count optimizer updates; the Trainer
+    `num_updates` and `num_warmup` count optimizer updates; the TrainingLoop
     counts micro-batches, `gradient_accumulation_steps` per update.
     `hidden_size` is the encoder's width: with `training.jit_compile` unset,
     it decides whether the step is compiled with XLA (`default_jit_compile`).
-    Construction ends with the Trainer's restore of the newest checkpoint in
+    Construction ends with the TrainingLoop's restore of the newest checkpoint in
     `checkpoint_dir`, so `restored_from` tells whether pre-trained weights
     should still be loaded.
     """
@@ -67,25 +67,25 @@ class TrainingRun:
                                          adam_bias_correction=optimization.adam_bias_correction)
             if training.dtype == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            self.trainer = loop.Trainer(model, optimizer, strategy, loss_fn, checkpoint_dir,
+            self.loop = loop.TrainingLoop(model, optimizer, strategy, loss_fn, checkpoint_dir,
                                         max_to_keep or training.keep_checkpoint_max,
                                         self.jit_compile, steps_per_update=self.accumulation)
-            self.trainer.restore_newest_checkpoint()
+            self.loop.restore_newest_checkpoint()
         self.optimizer = optimizer
 
     @property
     def restored_from(self) -> str | None:
-        return self.trainer.restored_from
+        return self.loop.restored_from
 
     @property
     def step(self) -> int:
         """Micro-batches trained so far, restored ones included."""
-        return self.trainer.step
+        return self.loop.step
 
     @property
     def global_step(self) -> int:
         """Optimizer updates so far, as the runners number their steps."""
-        return self.trainer.step // self.accumulation
+        return self.loop.step // self.accumulation
 
     def train(self, build_dataset: DatasetBuilder) -> None:
         """Trains to `num_updates`, continuing where a killed run stopped.
@@ -103,20 +103,20 @@ class TrainingRun:
             return build_dataset(context, self.micro_batch).skip(skip)
 
         log_dir = (os.path.join(self.training.output_dir, "logs", "train")
-                   if self.trainer.chief else None)
-        callbacks = [loop.CheckpointEvery(self.trainer, save_every, self.total_steps),
+                   if self.loop.chief else None)
+        callbacks = [loop.CheckpointEvery(self.loop, save_every, self.total_steps),
                      loop.ProgressLogger(self.optimizer, self.total_steps, self.micro_batch,
                                          log_every, log_dir, first_step=self.step)]
         # Without a set loop length, each tf.function call ends exactly where a checkpoint
         # or progress line is due, sparing the per-call overhead of a step at a time.
         steps_per_loop = self.training.iterations_per_loop or int(np.gcd(save_every, log_every))
-        self.trainer.train(self.strategy.distribute_datasets_from_function(build),
+        self.loop.train(self.strategy.distribute_datasets_from_function(build),
                            self.total_steps, steps_per_loop, callbacks)
 
     def evaluate(self, dataset: tf.data.Dataset, metric_fn: loop.MetricFunction,
                  max_steps: int) -> dict[str, float]:
         """Weighted means of `metric_fn`'s sums over at most `max_steps` batches."""
-        return self.trainer.evaluate(dataset, metric_fn, max_steps)
+        return self.loop.evaluate(dataset, metric_fn, max_steps)
 
 
 def weights_checksum(model: keras.Model) -> float:

@@ -7,7 +7,7 @@ import tensorflow as tf
 from tests.training.test_training_faults import TinyRegression
 from training.configs import OptimizationConfig, TrainingConfig
 from training.distribution import XLA_CPU_MAX_HIDDEN_SIZE
-from training.trainer import TrainingRun
+from training.training_run import TrainingRun
 
 
 def _loss(features, outputs):
