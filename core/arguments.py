@@ -96,6 +96,19 @@ def check_integer(name: str, value: Any, minimum: int = 1,
     return int(value)
 
 
+MAX_WIDTH = 2**31 - 1  # TensorFlow sizes a layer with an int32 shape
+
+
+def check_width(name: str, value: Any, minimum: int = 1,
+                error: type[Exception] = FieldError) -> int:
+    """A layer's width (units, labels) as `check_integer` takes it, at most MAX_WIDTH: a wider
+    one would fail inside Keras as an out-of-range conversion, naming nothing."""
+    value = check_integer(name, value, minimum, error)
+    if value > MAX_WIDTH:
+        raise _refusal(error, name, "must be at most 2**31 - 1 (a layer's width)", value)
+    return value
+
+
 def check_number(name: str, value: Any, minimum: float | None = None,
                  maximum: float | None = None, *, above: bool = False, below: bool = False,
                  error: type[Exception] = FieldError) -> float:

@@ -23,8 +23,7 @@ import numpy as np
 from keras import ops
 from scipy import special
 
-from core.arguments import (FieldError, check_flag, check_integer, check_number,
-                            check_threshold)
+from core.arguments import FieldError, check_flag, check_number, check_threshold, check_width
 from evaluation.multi_label import MultiLabelF1
 from modeling.classifier_preprocessor import BertClassifierPreprocessor
 from modeling.fine_tuning_model import (FineTuningModel, OutputProjection, bilstm_layer,
@@ -94,7 +93,7 @@ class BertClassifier(FineTuningModel):
                  threshold: float = 0.5, long_texts: str = TRUNCATE,
                  window_stride: int | None = None, preprocessor=None, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
-        num_labels = check_integer("num_labels", num_labels)
+        num_labels = check_width("num_labels", num_labels)
         lm_aux_weight = check_number("lm_aux_weight", lm_aux_weight, 0.0)
         multi_label = check_flag("multi_label", multi_label)
         threshold = check_threshold(threshold)

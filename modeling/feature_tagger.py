@@ -44,7 +44,7 @@ import tensorflow as tf
 from absl import logging
 from keras import ops
 
-from core.arguments import check_integer, check_number
+from core.arguments import check_integer, check_number, check_width
 from core.atomic import atomic_path
 from core.record_schema import ENCODER_INPUTS
 from modeling.losses import tagging_loss
@@ -278,8 +278,8 @@ class FeatureTagger(GuardedSteps, ConfigurableModel):
                  dropout: float = 0.1, **kwargs):
         kwargs.setdefault("name", "feature_tagger")
         super().__init__(**kwargs)
-        num_labels = check_integer("num_labels", num_labels)
-        lstm_units = check_integer("lstm_units", lstm_units)
+        num_labels = check_width("num_labels", num_labels)
+        lstm_units = check_width("lstm_units", lstm_units)
         num_lstm_layers = check_integer("num_lstm_layers", num_lstm_layers)
         dropout = check_number("dropout", dropout, 0.0, 1.0, below=True)
         self.keep_settings(num_labels=num_labels, lstm_units=lstm_units,

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import keras
 from keras import ops
 
-from core.arguments import check_integer
+from core.arguments import check_flag, check_width
 from core.record_schema import ENCODER_INPUTS
 from modeling.preprocessor import BertPreprocessor, load_preprocessor
 from modeling.task_preprocessor import TaskPreprocessor
@@ -90,6 +90,7 @@ class FineTuningModel(TextTask, Pretrained, QuantizableModel, ConfigurableModel)
     def __init__(self, config: BertConfig, causal: bool = False,
                  preprocessor: BertPreprocessor | dict | None = None, **kwargs):
         super().__init__(**kwargs)
+        causal = check_flag("causal", causal)
         self.keep_settings(config=config, causal=causal)
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
@@ -228,7 +229,7 @@ class SequenceModel(FineTuningModel):
 
 def bilstm_layer(units: int, input_size: int, return_sequences: bool, dtype) -> keras.layers.Layer | None:
     """A bidirectional LSTM of `units` per direction, built; None for 0 units."""
-    units = check_integer("bilstm_units", units, minimum=0)
+    units = check_width("bilstm_units", units, minimum=0)
     if not units:
         return None
     # Named, so the weights' paths (their checkpoint names) are the same however many

@@ -79,7 +79,7 @@ class BertPretrainer(Pretrained, QuantizableModel, ConfigurableModel):
     """
 
     def __init__(self, config: BertConfig, objective: str = "mlm_nsp", **kwargs):
-        if objective not in OBJECTIVES:
+        if not isinstance(objective, str) or objective not in OBJECTIVES:
             raise ValueError(f"unknown pre-training objective {objective!r}; expected one of "
                              f"{', '.join(OBJECTIVES)}")
         kwargs.setdefault("name", "bert_pretrainer")

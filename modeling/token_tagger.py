@@ -13,7 +13,7 @@ import keras
 import numpy as np
 from scipy import special
 
-from core.arguments import check_flag, check_integer
+from core.arguments import check_flag, check_integer, check_width
 from modeling.fine_tuning_model import OutputProjection, SequenceModel, bilstm_variables
 from modeling.labels import check_label_names, label_outputs
 from modeling.tagger_preprocessor import BertTaggerPreprocessor, sentence_lengths
@@ -59,7 +59,7 @@ class BertTokenTagger(SequenceModel):
                  label_names: Sequence[str] | None = None, window_stride: int | None = None,
                  preprocessor=None, **kwargs):
         kwargs.setdefault("name", "bert_tagger")
-        num_labels = check_integer("num_labels", num_labels)
+        num_labels = check_width("num_labels", num_labels)
         if window_stride is not None:
             window_stride = check_integer("window_stride", window_stride)
         label_names = check_label_names(label_names, num_labels)

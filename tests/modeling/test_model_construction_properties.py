@@ -119,17 +119,20 @@ class ModelConstructionPropertiesTest(ContractTestCase):
     def test_token_tagger_builds_or_names_the_argument(self, arguments, with_text):
         self.check_construction(BertTokenTagger, arguments, with_text)
 
+    @example(arguments={"bilstm_units": 2**63}, with_text=False)
     @budget(300, quick=6)
     @given(arguments=keyword_arguments(BertSpanModel.__init__, skip=("config", "preprocessor")),
            with_text=st.booleans())
     def test_span_model_builds_or_names_the_argument(self, arguments, with_text):
         self.check_construction(BertSpanModel, arguments, with_text)
 
+    @example(arguments={'causal': np.zeros((2, 2))})
     @budget(300, quick=4)
     @given(arguments=keyword_arguments(BertMultipleChoice.__init__, skip=("config",)))
     def test_multiple_choice_builds_or_names_the_argument(self, arguments):
         self.check_construction(BertMultipleChoice, arguments)
 
+    @example(arguments={'objective': np.zeros((2, 2))})
     @budget(300, quick=6)
     @given(arguments=keyword_arguments(BertPretrainer.__init__, skip=("config",)))
     def test_pretrainer_builds_or_names_the_argument(self, arguments):
@@ -142,6 +145,7 @@ class ModelConstructionPropertiesTest(ContractTestCase):
     def test_text_embedder_builds_or_names_the_argument(self, arguments, with_text):
         self.check_construction(BertTextEmbedder, arguments, with_text)
 
+    @example(arguments={'num_labels': 2**63})
     @budget(300)
     @given(arguments=keyword_arguments(FeatureTagger.__init__, lstm_units=st.integers(1, 4),
                                        num_lstm_layers=st.integers(-1, 2)))
