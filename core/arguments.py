@@ -96,15 +96,21 @@ def check_integer(name: str, value: Any, minimum: int = 1,
     return int(value)
 
 
-MAX_WIDTH = 2**31 - 1  # TensorFlow sizes a layer with an int32 shape
+INT32_MAX = 2**31 - 1  # TensorFlow's shapes, batch sizes and step counts are int32
+
+
+def check_not_blank(name: str, value: Any) -> None:
+    """Refuses a path of only spaces, naming `name` ("" is left to mean "not given")."""
+    if isinstance(value, str) and value and not value.strip():
+        raise FieldError("{%s}={0!r} is only blanks: give a path, or leave it out" % name, value)
 
 
 def check_width(name: str, value: Any, minimum: int = 1,
                 error: type[Exception] = FieldError) -> int:
-    """A layer's width (units, labels) as `check_integer` takes it, at most MAX_WIDTH: a wider
+    """A layer's width (units, labels) as `check_integer` takes it, at most INT32_MAX: a wider
     one would fail inside Keras as an out-of-range conversion, naming nothing."""
     value = check_integer(name, value, minimum, error)
-    if value > MAX_WIDTH:
+    if value > INT32_MAX:
         raise _refusal(error, name, "must be at most 2**31 - 1 (a layer's width)", value)
     return value
 

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from core.arguments import FieldError, check_integer, check_number, is_number
+from core.arguments import INT32_MAX, FieldError, check_integer, check_number, is_number
 from core.record_schema import ENCODER_INPUTS
 from modeling.labels import as_list
 
@@ -128,7 +128,6 @@ def _described(item) -> str:
     return f"a {type(item).__name__} ({item!r:.40})"
 
 
-MAX_COUNT = 2**31 - 1  # TensorFlow reads batch sizes and step counts as int32 shapes
 
 
 def optional_count(name: str, value) -> int | None:
@@ -137,7 +136,7 @@ def optional_count(name: str, value) -> int | None:
     if value is None:
         return None
     count = check_integer(name, value)
-    if count > MAX_COUNT:
+    if count > INT32_MAX:
         raise FieldError("{%s}={0} is more than a batch or step count can be (2**31 - 1)" % name,
                          count)
     return count

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from core.arguments import FieldError, FieldFileNotFoundError, check_integer
+from core.arguments import FieldError, FieldFileNotFoundError, check_integer, check_not_blank
 from core.atomic import atomic_open
 from core.record_schema import ENCODER_INPUTS
 from network.checkpoints import load_weights
@@ -52,9 +52,7 @@ class FeatureTask:
         for name in ("input_file", "output_file"):
             if not getattr(self, name):
                 raise FieldError(f"{{{name}}} is required")
-            if not getattr(self, name).strip():
-                raise FieldError("{%s}={0!r} is only blanks: give a file path" % name,
-                                 getattr(self, name))
+            check_not_blank(name, getattr(self, name))
         check_integer("max_seq_length", self.max_seq_length)
         check_integer("batch_size", self.batch_size)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from absl import logging
 
-from core.arguments import FieldError, FieldFileNotFoundError, FieldOSError
+from core.arguments import FieldError, FieldFileNotFoundError, FieldOSError, check_not_blank
 from network import pretrained
 from network.config import BertConfig, ConfigError
 from text.tokenization import FullTokenizer, load_vocab
@@ -39,10 +39,7 @@ class ModelFiles:
 
     def __post_init__(self) -> None:
         for name in ("bert_config_file", "vocab_file", "init_checkpoint"):
-            value = getattr(self, name)
-            if isinstance(value, str) and value and not value.strip():  # "" leaves it unset
-                raise FieldError("{%s}={0!r} is only blanks: give a path, or leave it out" % name,
-                                 value)
+            check_not_blank(name, getattr(self, name))
         if self.transfer_layers is not None:
             if self.transfer_layers < 0:
                 raise FieldError("{transfer_layers} must be 0 or more, got {0}",
