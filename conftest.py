@@ -42,7 +42,7 @@ _share_xla_compilations()
 _PROPERTY_SETTINGS = {"deadline": None, "database": None,
                       "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("default", derandomize=True, max_examples=12, **_PROPERTY_SETTINGS)
-settings.register_profile("long", max_examples=2000, **_PROPERTY_SETTINGS)
+settings.register_profile("long", max_examples=400, **_PROPERTY_SETTINGS)
 settings.load_profile("default")
 
 
