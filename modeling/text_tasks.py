@@ -52,7 +52,8 @@ from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, check_p
 from text import truncation
 from training.divergence import GuardedSteps
 from training.example_order import ExampleOrder, draw_seed, fit_in_order
-from training.optimization import create_optimizer, plan
+from training.optimization import optimizer_on, plan
+from training.replanning import OptimizerRestart, ReplannableDecay
 from training.resume import ResumeFolder, SaveCheckpoints
 from training.training_logs import LogScalars
 
@@ -87,8 +88,9 @@ class TextTask(GuardedSteps, keras.Model):
         warmup_proportion = check_number("warmup_proportion", warmup_proportion, 0.0, 1.0)
         self._plan_schedule = isinstance(optimizer, str) and optimizer == AUTO
         self._recipe = {"learning_rate": learning_rate, "warmup_proportion": warmup_proportion}
-        if self._plan_schedule:  # replaced by `fit`; `evaluate` needs none
-            optimizer = create_optimizer(learning_rate, num_train_steps=1, num_warmup_steps=0)
+        self._restart_optimizer = None  # `fit` sets it once it builds a planned optimizer
+        if self._plan_schedule:  # re-planned by `fit`; `evaluate` needs none
+            optimizer = self._planned_optimizer(num_train_steps=1, num_warmup_steps=0)
         kwargs.setdefault("weighted_metrics", self.default_weighted_metrics())
         self._compile_args = {"loss": self.default_loss() if loss == AUTO else loss,
                               "metrics": self.default_metrics() if metrics == AUTO else metrics,
@@ -191,6 +193,7 @@ class TextTask(GuardedSteps, keras.Model):
         """Trains as `plan` says: resumed from `resume_dir`'s newest checkpoint, if any,
         stopped at a non-finite step (raising `FitDiverged`), logged to `log_dir`."""
         guard, kwargs, total = self._step_guard, plan.kwargs, plan.total
+        self._build_optimizer()
         resume = None if plan.resume_dir is None else ResumeFolder(
             plan.resume_dir, self, f"fit:{type(self).__name__}",
             {**plan.resume_stamp(), **self._recipe_stamp()})
@@ -222,6 +225,19 @@ class TextTask(GuardedSteps, keras.Model):
             raise diverged
         return history
 
+    def _build_optimizer(self) -> None:
+        """Makes the optimizer's slots now, before the training step is traced.
+
+        Keras makes them inside the first trace when no distribution strategy
+        was set, and a `tf.function` that creates variables is traced twice;
+        built here, the step is traced once (half of `fit`'s start-up).
+        """
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
+            if getattr(self, "_plan_schedule", False):
+                self._restart_optimizer = OptimizerRestart(self.optimizer)
+
     def _class_weight_checked(self, class_weight: Any, sample_weight: Any) -> dict[int, float]:
         """`fit`'s `class_weight` as {class index: weight}; a model that has no classes of a
         single-label head to weigh refuses it (`BertClassifier` has them)."""
@@ -250,8 +266,19 @@ class TextTask(GuardedSteps, keras.Model):
                              "fit cannot tell from a dataset of unknown size: pass "
                              "steps_per_epoch, or compile with your own optimizer")
         updates, warmup = plan(per_epoch, epochs, self._recipe["warmup_proportion"])
-        super().compile(optimizer=create_optimizer(self._recipe["learning_rate"], updates,
-                                                   warmup), **self._compile_args)
+        if self._restart_optimizer is None:  # not built by `fit` yet: a new one
+            super().compile(optimizer=self._planned_optimizer(updates, warmup),
+                            **self._compile_args)
+        else:  # as new, under the training step already traced (`training.replanning`)
+            self._planned_schedule.replan(updates, warmup)
+            self._restart_optimizer()
+
+    def _planned_optimizer(self, num_train_steps: int, num_warmup_steps: int):
+        """`compile()`'s recipe as the original AdamW, over a schedule `fit` re-plans."""
+        with self.distribute_strategy.scope():
+            self._planned_schedule = ReplannableDecay(self._recipe["learning_rate"],
+                                                      num_train_steps, num_warmup_steps)
+        return optimizer_on(self._planned_schedule)
 
     def _recipe_stamp(self) -> dict:
         """What of the optimizer a resumed run must share with the run it continues."""

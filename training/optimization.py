@@ -329,6 +329,16 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     `clip_norm=None` or 0 turns clipping off. `adam_bias_correction` applies
     to AdamW only (LAMB always corrects).
     """
+    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps, end_lr)
+    return optimizer_on(schedule, optimizer_type, weight_decay_rate, clip_norm,
+                        gradient_accumulation_steps, adam_bias_correction)
+
+
+def optimizer_on(schedule: keras.optimizers.schedules.LearningRateSchedule,
+                 optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
+                 clip_norm: float | None = 1.0, gradient_accumulation_steps: int = 1,
+                 adam_bias_correction: bool = False) -> _DecoupledAdamBase:
+    """`create_optimizer`'s optimizer on a schedule of the caller's making."""
     if optimizer_type not in OPTIMIZER_TYPES:
         raise ValueError(f"unknown optimizer_type {optimizer_type!r}; expected one of "
                          f"{', '.join(OPTIMIZER_TYPES)}")
@@ -336,7 +346,6 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
             not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
         raise ValueError("gradient_accumulation_steps must be an integer >= 1, got "
                          f"{gradient_accumulation_steps!r}")
-    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps, end_lr)
     extra = {"bias_correction": adam_bias_correction} if optimizer_type == "adamw" else {}
     optimizer_class = BertAdamW if optimizer_type == "adamw" else Lamb
     return optimizer_class(
