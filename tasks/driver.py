@@ -276,9 +276,10 @@ def sweep(hooks: TaskHooks, optimization: OptimizationConfig
     itself), and the path of sweep_results.tsv.
     """
     task, training = hooks.task, hooks.training
-    grid = [(rate, restart) for rate in hooks.learning_rates(optimization)
-            for restart in range(task.num_restarts)]
-    lone, best, runs = len(grid) == 1, None, []
+    rates = hooks.learning_rates(optimization)
+    # Walked, not listed: the sweep may be as long as the seeds allow (2**32 runs).
+    grid = ((rate, restart) for rate in rates for restart in range(task.num_restarts))
+    lone, best, runs = len(rates) * task.num_restarts == 1, None, []
     for rate, restart in grid:
         run_dir = training.output_dir if lone else os.path.join(
             training.output_dir, "runs", f"lr{rate:g}_restart{restart}")

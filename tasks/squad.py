@@ -12,11 +12,12 @@ by its F1; the chosen run's answers are the prediction files.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import keras
 from absl import logging
 
-from core.arguments import FieldError, check_integer
+from core.arguments import FieldError, FieldFileNotFoundError, check_integer, check_not_blank
 from data_prep.datasets.squad import SquadExample, read_squad_examples
 from data_prep.datasets.squad_features import (InputFeatures, convert_examples_to_features,
                                                features_to_arrays)
@@ -26,10 +27,12 @@ from modeling.losses import span_loss
 from modeling.span_model import BertSpanModel
 from tasks.batch_prediction import predict
 from tasks.driver import DevScores, FineTuningSettings, FineTuningTask, TaskHooks
+from tasks.model_files import ResolvedModel
 from tasks.squad_predictions import RawResult, compute_predictions, write_prediction_files
 from text.answer_spans import MAX_ANSWER_LENGTH, MAX_QUERY_LENGTH, N_BEST_SIZE
 from text.sliding_windows import DOC_STRIDE
 from training import loop
+from training.configs import OptimizationConfig
 
 _LOGGED_WINDOWS = 20
 Answers = tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]  # texts, n-best, odds
@@ -57,6 +60,8 @@ class SquadTask(FineTuningSettings):
         if (self.do_predict or self.do_eval) and not self.predict_file:
             raise FieldError("{do_predict} and {do_eval} need {predict_file}")
         super().__post_init__()
+        for name in ("train_file", "predict_file"):
+            check_not_blank(name, getattr(self, name))
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             check_integer(name, getattr(self, name))
         check_integer("bilstm_units", self.bilstm_units, minimum=0)
@@ -78,6 +83,17 @@ class Squad(TaskHooks):
 
     task: SquadTask
     data: SquadData
+
+    @classmethod
+    def check(cls, task: SquadTask, optimization: OptimizationConfig,
+              resolved: ResolvedModel | None = None) -> None:
+        """The JSON files the task will read exist, each named by its setting if not."""
+        del optimization
+        reads = {"train_file": task.do_train, "predict_file": task.do_predict or task.do_eval}
+        for name, needed in reads.items():
+            path = getattr(task, name)
+            if resolved is None and needed and not os.path.isfile(path):
+                raise FieldFileNotFoundError("{%s}={0}: no such file" % name, path)
 
     def read_data(self) -> SquadData:
         """Both files, before the model is built: a bad file fails fast."""

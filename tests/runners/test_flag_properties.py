@@ -250,11 +250,13 @@ class RunnerFlagPropertiesTest(TestCase):
     @example(words=['--do_train', 'false'])
     @example(words=['--random_seed=-1'])
     @example(words=['--random_seed=4294967295', '--num_restarts=2'])
+    @example(words=['--num_restarts=2147483648', '--do_eval'])
     @example(words=[])
     @given(words=flag_arguments(_defined("run_classifier"), PATHS))
     def test_run_classifier_starts_or_refuses_in_one_line(self, words):
         self._run("run_classifier", words)
 
+    @example(words=['--train_file= '])
     @example(words=['--bert_config_file= '])
     @example(words=['--bert_config_file=a\nb'])
     @example(words=[])
