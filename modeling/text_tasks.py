@@ -49,6 +49,7 @@ from modeling.text_arguments import (DEFAULT_BATCH_SIZE, check_examples, check_p
                                      epoch_steps,
                                      example_count, is_raw_text, optional_count, rows,
                                      split_point)
+from modeling.text_prediction import TracedPreprocessor, predict_in_batches, serves_in_batches
 from text import truncation
 from training.divergence import GuardedSteps
 from training.example_order import ExampleOrder, draw_seed, fit_in_order
@@ -304,9 +305,21 @@ class TextTask(GuardedSteps, keras.Model):
         check_packed(x)
         if example_count(x) == 0:
             return self._empty_outputs(self._input_shape(x))
+        if is_raw_text(x) and serves_in_batches(self, x, kwargs):
+            columns, count = self._text_columns_checked(x, None, None, "predict")
+            return predict_in_batches(self, self._traced_preprocessor().function, columns, count,
+                                      batch_size or DEFAULT_BATCH_SIZE,
+                                      kwargs.get("verbose", "auto"))
         if is_raw_text(x):
             x, batch_size = self.text_dataset(x, batch_size=batch_size, call="predict"), None
         return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def _traced_preprocessor(self) -> TracedPreprocessor:
+        traced = self.__dict__.get("_traced")
+        if traced is None or not traced.serves(self.preprocessor):
+            traced = TracedPreprocessor(self._preprocess_batch)
+            self.__dict__["_traced"] = traced  # untracked: not a layer, weight or function
+        return traced
 
     def text_dataset(self, x, y=None, sample_weight=None, batch_size=None,
                      call: str = "predict", argument: str = "x",
