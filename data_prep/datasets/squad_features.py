@@ -34,6 +34,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from core.arguments import FieldError
 from core.record_schema import ENCODER_INPUTS
 from data_prep.datasets.squad import SquadExample
 from text.answer_targets import answer_pieces, improve_answer_span, window_target
@@ -79,12 +80,12 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer: Fu
                                  is_training: bool) -> list[InputFeatures]:
     """All windows of all examples, unique ids counting up from FIRST_UNIQUE_ID."""
     if doc_stride < 1 or max_query_length < 1:
-        raise ValueError(f"doc_stride ({doc_stride}) and max_query_length "
-                         f"({max_query_length}) must be positive")
+        raise FieldError("{doc_stride} ({0}) and {max_query_length} ({1}) must be positive",
+                         doc_stride, max_query_length)
     if max_seq_length - max_query_length - 3 < 1:
-        raise ValueError(f"max_seq_length ({max_seq_length}) leaves no room for the context "
-                         f"after a question of max_query_length ({max_query_length}) tokens "
-                         "and [CLS] [SEP] [SEP]")
+        raise FieldError("{max_seq_length} ({0}) leaves no room for the context after a "
+                         "question of {max_query_length} ({1}) tokens and [CLS] [SEP] [SEP]",
+                         max_seq_length, max_query_length)
     pieces = tokenize_all(tokenizer, (word for e in examples for word in e.doc_tokens))
     questions = tokenize_all(tokenizer, (example.question_text for example in examples))
     answers = (tokenize_all(tokenizer, (e.orig_answer_text for e in examples

@@ -257,6 +257,7 @@ class RunnerFlagPropertiesTest(TestCase):
         self._run("run_classifier", words)
 
     @example(words=['--train_file= '])
+    @example(words=['--max_query_length=13'])
     @example(words=['--bert_config_file= '])
     @example(words=['--bert_config_file=a\nb'])
     @example(words=[])
