@@ -8,7 +8,10 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	# uv installs the same pins in seconds where pip takes minutes; pip if uv is not at hand.
+	($(VENV_PY) -m pip install --quiet --disable-pip-version-check uv && \
+		$(VENV_PY) -m uv pip install --quiet --python $(VENV_PY) \
+			-r requirements.txt -r requirements-dev.txt) || \
 	$(VENV_PY) -m pip install --quiet --disable-pip-version-check \
 		-r requirements.txt -r requirements-dev.txt
 	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
