@@ -152,6 +152,7 @@ class RunPretrainingTest(TestCase, parameterized.TestCase):
         self.assertEmpty(report.missing)
         self.assertEmpty(report.unexpected)
 
+    @pytest.mark.long  # the loop itself is mirrored in make test (test_distribution)
     def test_mirrored_over_two_cpu_replicas(self):
         tmp_path = self.tmp_path()
         _run(self.inputs, tmp_path, distribution_strategy="mirrored", cpu_replicas=2,
