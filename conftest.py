@@ -18,23 +18,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
-def _share_the_cores() -> None:
-    """Each pytest-xdist worker's TensorFlow gets its share of the cores, not all of them.
-
-    Two workers that each spread every op over both cores contend for them;
-    one thread each ran a sample of the suite 9% faster on 2 cores. Set
-    before TensorFlow is imported; the processes tests start inherit it.
-    """
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers > 1:
-        threads = str(max(1, (os.cpu_count() or 1) // workers))
-        os.environ.setdefault("TF_NUM_INTRAOP_THREADS", threads)
-        os.environ.setdefault("TF_NUM_INTEROP_THREADS", threads)
-
-
-_share_the_cores()
-
-
 def _share_xla_compilations() -> None:
     """Every process of this test run reuses the XLA programs another has compiled.
 
