@@ -60,11 +60,13 @@ class TracedPreprocessor:
 
     Args:
       preprocess_batch: the model's method from a batch of columns to its features.
+      preprocessor: the preprocessor that method calls, so a model given another is traced
+        again.
     """
 
-    def __init__(self, preprocess_batch: Callable):
+    def __init__(self, preprocess_batch: Callable, preprocessor: Any):
         self.function = tf.function(preprocess_batch, reduce_retracing=True)
-        self.preprocessor = getattr(preprocess_batch, "__self__").preprocessor
+        self.preprocessor = preprocessor
 
     def serves(self, preprocessor: Any) -> bool:
         return preprocessor is self.preprocessor

@@ -317,7 +317,7 @@ class TextTask(GuardedSteps, keras.Model):
     def _traced_preprocessor(self) -> TracedPreprocessor:
         traced = self.__dict__.get("_traced")
         if traced is None or not traced.serves(self.preprocessor):
-            traced = TracedPreprocessor(self._preprocess_batch)
+            traced = TracedPreprocessor(self._preprocess_batch, self.preprocessor)
             self.__dict__["_traced"] = traced  # untracked: not a layer, weight or function
         return traced
 
