@@ -29,6 +29,7 @@ which reports such bytes by file and line.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Sequence
 
 import tensorflow as tf
@@ -103,6 +104,30 @@ def _first(items: Sequence[object], shown: int = 5) -> str:
     return ", ".join(map(str, items[:shown])) + more
 
 
+def _wordpiece_tokenizer(tokens: tuple[str, ...]) -> tf_text.FastWordpieceTokenizer:
+    """tensorflow-text's WordPiece for `tokens`, shared by every tokenizer of that vocabulary.
+
+    Compiling the vocabulary into its matching automaton takes about 0.1 s
+    even for a tiny vocabulary, and each preprocessor, task model and export
+    builds a tokenizer; the compiled tokenizer holds no state, so one built
+    eagerly serves them all. One built while a graph is being traced holds
+    that graph's tensors and is not kept.
+    """
+    if tf.executing_eagerly():
+        return _eager_wordpiece_tokenizer(tokens)
+    return _build_wordpiece_tokenizer(tokens)
+
+
+def _build_wordpiece_tokenizer(tokens: tuple[str, ...]) -> tf_text.FastWordpieceTokenizer:
+    return tf_text.FastWordpieceTokenizer(
+        vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR,
+        max_bytes_per_word=MAX_CHARS_PER_WORD * MAX_BYTES_PER_CHAR,
+        token_out_type=tf.int32, unknown_token=UNK_TOKEN)
+
+
+_eager_wordpiece_tokenizer = functools.lru_cache(maxsize=8)(_build_wordpiece_tokenizer)
+
+
 class FullTokenizer(tf.Module):
     """The original FullTokenizer's ids, as a trackable module with a graph-mode batch API.
 
@@ -131,10 +156,7 @@ class FullTokenizer(tf.Module):
         self.unk_id = self._index.ids[UNK_TOKEN]
         # The original pads with id 0 whatever the vocabulary holds there.
         self.pad_id = self._index.ids.get(PAD_TOKEN, 0)
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=tokens, suffix_indicator=SUFFIX_INDICATOR,
-            max_bytes_per_word=MAX_CHARS_PER_WORD * MAX_BYTES_PER_CHAR,
-            token_out_type=tf.int32, unknown_token=UNK_TOKEN)
+        self._wordpiece = _wordpiece_tokenizer(tuple(tokens))
         self._continues_word = tf.constant(
             [token.startswith(SUFFIX_INDICATOR) for token in tokens], dtype=tf.bool)
         # Characters each piece covers in its word; [UNK] stands for a whole word
