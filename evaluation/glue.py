@@ -28,8 +28,6 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import special, stats
-from sklearn import metrics as sk_metrics
 
 from core.task_names import canonical_key
 
@@ -72,6 +70,10 @@ def compute_metrics(task_name: str, predictions: Sequence, labels: Sequence) -> 
     "accuracy" over choices.
     """
     key = _task_key(task_name)
+    # Imported here: a runner that never scores a dev set is spared their start-up.
+    from scipy import stats
+    from sklearn import metrics as sk_metrics
+
     predictions, labels = _checked(predictions, labels, task_name)
     if key == "swag":
         return {"accuracy": multiple_choice_accuracy(predictions, labels)}
@@ -117,6 +119,8 @@ def evaluation_results(task_name: str, outputs: Sequence, labels: Sequence,
         if values.ndim != 2:
             raise ValueError(f"{task_name}: the loss needs logits [N, K], got shape "
                              f"{values.shape}")
+        from scipy import special  # imported here, as in `compute_metrics`
+
         log_probabilities = special.log_softmax(values, axis=1)
         loss = -np.mean(log_probabilities[np.arange(len(gold)), gold.astype(np.int64)])
     metrics["loss"] = float(loss)

@@ -35,8 +35,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from seqeval.metrics.sequence_labeling import get_entities
-
 from text.tag_schemes import check_aligned, convert_iob1_to_iob2
 
 SCHEMES = ("IOB1", "IOB2")
@@ -96,6 +94,10 @@ def _check_lengths(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[s
 
 
 def _entities(sequences: Sequence[Sequence[str]], scheme: str, side: str) -> set[Entity]:
+    # Imported here: seqeval's package imports scikit-learn, which a run that never
+    # scores a dev set is spared.
+    from seqeval.metrics.sequence_labeling import get_entities
+
     entities = set()
     for index, tags in enumerate(sequences):
         for position, tag in enumerate(tags):

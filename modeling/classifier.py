@@ -21,7 +21,6 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 from keras import ops
-from scipy import special
 
 from core.arguments import FieldError, check_flag, check_number, check_threshold, check_width
 from evaluation.multi_label import MultiLabelF1
@@ -234,6 +233,8 @@ class BertClassifier(FineTuningModel):
         logits = self.predict(x, batch_size=batch_size, verbose=0)
         if self.num_labels == 1:
             return logits.tolist()
+        from scipy import special  # imported here: a runner that never predicts is spared it
+
         if self.multi_label:
             probabilities = special.expit(logits)
             labels = label_sets(probabilities, self.threshold, self.label_names)
