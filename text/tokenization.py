@@ -104,35 +104,26 @@ def _first(items: Sequence[object], shown: int = 5) -> str:
     return ", ".join(map(str, items[:shown])) + more
 
 
-def _wordpiece_tokenizer(tokens: tuple[str, ...]) -> tf_text.FastWordpieceTokenizer:
-    """tensorflow-text's WordPiece for `tokens`, shared by every tokenizer of that vocabulary.
+def _tokenizer_graph(tokens: tuple[str, ...], do_lower_case: bool) -> _TokenizerGraph:
+    """The traced tokenizer of `tokens` and casing, shared by every FullTokenizer of them.
 
-    Compiling the vocabulary into its matching automaton takes about 0.1 s
-    even for a tiny vocabulary, and each preprocessor, task model and export
-    builds a tokenizer; the compiled tokenizer holds no state, so one built
-    eagerly serves them all. One built while a graph is being traced holds
-    that graph's tensors and is not kept.
+    Compiling the vocabulary into tensorflow-text's matching automaton and
+    tracing `tokenize_batch` take about 0.4 s even for a tiny vocabulary, and
+    each preprocessor, task model and export makes a tokenizer; what they
+    build holds no state, so one made eagerly serves them all. One made
+    while a graph is being traced holds that graph's tensors and is not kept.
     """
     if tf.executing_eagerly():
-        return _eager_wordpiece_tokenizer(tokens)
-    return _build_wordpiece_tokenizer(tokens)
-
-
-def _build_wordpiece_tokenizer(tokens: tuple[str, ...]) -> tf_text.FastWordpieceTokenizer:
-    return tf_text.FastWordpieceTokenizer(
-        vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR,
-        max_bytes_per_word=MAX_CHARS_PER_WORD * MAX_BYTES_PER_CHAR,
-        token_out_type=tf.int32, unknown_token=UNK_TOKEN)
-
-
-_eager_wordpiece_tokenizer = functools.lru_cache(maxsize=8)(_build_wordpiece_tokenizer)
+        return _shared_tokenizer_graph(tokens, do_lower_case)
+    return _TokenizerGraph(tokens, do_lower_case)
 
 
 class FullTokenizer(tf.Module):
     """The original FullTokenizer's ids, as a trackable module with a graph-mode batch API.
 
-    `tokenize_batch` is a `tf.function` with a fixed signature, so the module
-    can be attached to a SavedModel and called from `tf.data.Dataset.map`.
+    `tokenize_batch` runs a `tf.function` with a fixed signature, so the
+    module can be attached to a SavedModel and called from
+    `tf.data.Dataset.map`; tokenizers of one vocabulary and casing share it.
     `tokenize` and the conversions are the original's Python-side API.
 
     `required_tokens` are checked when the vocabulary is read, so a run
@@ -156,14 +147,7 @@ class FullTokenizer(tf.Module):
         self.unk_id = self._index.ids[UNK_TOKEN]
         # The original pads with id 0 whatever the vocabulary holds there.
         self.pad_id = self._index.ids.get(PAD_TOKEN, 0)
-        self._wordpiece = _wordpiece_tokenizer(tuple(tokens))
-        self._continues_word = tf.constant(
-            [token.startswith(SUFFIX_INDICATOR) for token in tokens], dtype=tf.bool)
-        # Characters each piece covers in its word; [UNK] stands for a whole word
-        # that tensorflow-text could not split, which stays [UNK] whatever its length.
-        self._piece_chars = tf.constant(
-            [0 if token == UNK_TOKEN else len(token.removeprefix(SUFFIX_INDICATOR))
-             for token in tokens], dtype=tf.int32)
+        self._graph = _tokenizer_graph(tuple(tokens), self.do_lower_case)
 
     def special_id(self, token: str) -> int:
         """The id of a special token; a clear error naming the vocabulary if it has none."""
@@ -246,14 +230,39 @@ class FullTokenizer(tf.Module):
             raise KeyError(f"id {error.args[0]} is outside the vocabulary of {len(tokens)} "
                            "tokens") from None
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize_batch(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """[N] UTF-8 strings -> (token ids [N, (tokens)], word index of each token) int32.
 
         Word indices count from 0 within each text, over the words of the
         original's BasicTokenizer (punctuation marks and CJK ideographs are
         words of their own); all sub-tokens of a word share its index.
+        A `tf.function` with a fixed signature, traced once per vocabulary
+        and casing in a process (`_TokenizerGraph`).
         """
+        return self._graph.tokenize_batch(texts)
+
+
+class _TokenizerGraph(tf.Module):
+    """WordPiece and the tables `tokenize_batch` reads, with its trace: FullTokenizer's graph half."""
+
+    def __init__(self, tokens: tuple[str, ...], do_lower_case: bool):
+        super().__init__(name="tokenizer_graph")
+        self.do_lower_case = do_lower_case
+        self.unk_id = dict(zip(tokens, range(len(tokens))))[UNK_TOKEN]  # as `_Vocabulary`
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR,
+            max_bytes_per_word=MAX_CHARS_PER_WORD * MAX_BYTES_PER_CHAR,
+            token_out_type=tf.int32, unknown_token=UNK_TOKEN)
+        self._continues_word = tf.constant(
+            [token.startswith(SUFFIX_INDICATOR) for token in tokens], dtype=tf.bool)
+        # Characters each piece covers in its word; [UNK] stands for a whole word
+        # that tensorflow-text could not split, which stays [UNK] whatever its length.
+        self._piece_chars = tf.constant(
+            [0 if token == UNK_TOKEN else len(token.removeprefix(SUFFIX_INDICATOR))
+             for token in tokens], dtype=tf.int32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def tokenize_batch(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         normalized = normalization.normalize(texts, self.do_lower_case)
         token_ids = self._wordpiece.tokenize(normalized)
         flat_ids, row_splits = token_ids.flat_values, token_ids.row_splits
@@ -284,6 +293,9 @@ class FullTokenizer(tf.Module):
         new_splits = tf.concat([[0], tf.cumsum(row_lengths)], axis=0)
         return (tf.boolean_mask(ids, keep), tf.cast(new_splits, row_splits.dtype),
                 tf.boolean_mask(starts_word, keep))
+
+
+_shared_tokenizer_graph = functools.lru_cache(maxsize=8)(_TokenizerGraph)
 
 
 class _Vocabulary:
