@@ -103,12 +103,12 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], values: flags.FlagValues = flags.FLAGS) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     # A rerun skips complete shards: what a full disk or Ctrl-C ends with says so (`core.faults`).
     faults.note_resume_point("complete shards are kept")
-    summary = create_pretraining_data(settings_from_flags())
+    summary = create_pretraining_data(settings_from_flags(values))
     rate = summary.instances / max(summary.seconds, 1e-9)
     print(f"wrote {summary.instances} instances from {summary.documents} documents to "
           f"{summary.shards_written} shard(s) in {summary.seconds:.1f} s ({rate:.0f} instances/s); "
