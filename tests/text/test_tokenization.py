@@ -205,5 +205,43 @@ class TokenizationTest(TestCase, parameterized.TestCase):
             self.small_tokenizer.tokenize(text)
 
 
+
+class SharedTraceTest(TestCase):
+    """Tokenizers of one vocabulary and casing share the compiled WordPiece and its trace."""
+
+    def _vocab_file(self, tokens: list[str]) -> Path:
+        path = self.tmp_path() / "vocab.txt"
+        path.write_text("\n".join(tokens) + "\n")
+        return path
+
+    def test_one_trace_per_vocabulary_and_casing_each_naming_its_own_file(self):
+        tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "##s", "Cat"]
+        first, second = self._vocab_file(tokens), self._vocab_file(tokens)
+        uncased, same = FullTokenizer(str(first)), FullTokenizer(str(second))
+        cased = FullTokenizer(str(first), do_lower_case=False)
+        other = FullTokenizer(str(self._vocab_file(tokens + ["dog"])))
+        self.assertIs(uncased._graph, same._graph)
+        self.assertIsNot(uncased._graph, cased._graph)
+        self.assertIsNot(uncased._graph, other._graph)
+        self.assertEqual(uncased.tokenize("The Cats"), ["the", "cat", "##s"])
+        self.assertEqual(cased.tokenize("The Cats"), ["[UNK]", "Cat", "##s"])
+        self.assertEqual(other.tokenize("dog"), ["dog"])
+        with self.assertRaisesRegex(ValueError, re.escape(str(second))):
+            same.special_id("[MASK]")
+
+    def test_one_made_while_tracing_keeps_its_own(self):
+        path = str(self._vocab_file(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the"]))
+        eager = FullTokenizer(path)
+
+        @tf.function
+        def ids_of(texts):
+            traced = FullTokenizer(path)
+            self.assertIsNot(traced._graph, eager._graph)
+            return traced.tokenize_batch(texts)[0].flat_values
+
+        self.assertAllEqual(ids_of(tf.constant(["the the"])), [4, 4])
+        self.assertIs(FullTokenizer(path)._graph, eager._graph)
+
+
 if __name__ == "__main__":
     tf.test.main()
