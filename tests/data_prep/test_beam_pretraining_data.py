@@ -6,10 +6,10 @@ import apache_beam as beam
 import pytest
 import tensorflow as tf
 
+from core.arguments import FieldFileNotFoundError
 from data_prep import beam_pretraining_data
 from data_prep.pretraining.local import create_pretraining_data
 from tests.data_prep.synthetic_corpus import make_corpus, settings_for
-from core.arguments import FieldFileNotFoundError
 from tests.fixtures import TestCase, run_main
 
 pytestmark = pytest.mark.slow
@@ -55,6 +55,7 @@ class BeamPretrainingDataTest(TestCase):
                      {"input_file": f"{tmp_path}/nothing-*.txt", "output_file": tmp_path / "out",
                       "vocab_file": vocab, "runner": "DirectRunner"})
         self.assertFalse(list(tmp_path.glob("out*")))
+
 
 if __name__ == "__main__":
     tf.test.main()

@@ -205,7 +205,6 @@ class TokenizationTest(TestCase, parameterized.TestCase):
             self.small_tokenizer.tokenize(text)
 
 
-
 class SharedTraceTest(TestCase):
     """Tokenizers of one vocabulary and casing share the compiled WordPiece and its trace."""
 
