@@ -290,13 +290,25 @@ def rates_from(seconds: dict[tuple[str, int, str], list[float]]
 
 
 def command_line(argv: Sequence[str], executable: str, root: Path = ROOT) -> str:
-    """The command as run, with paths inside the repository relative to it (no machine paths)."""
+    """The command as run, with no machine paths: paths inside the repository relative to
+    it, a flag's folder outside it as a variable named after the flag (`--glue_dir=$GLUE_DIR`).
+    """
     def shown(path: str) -> str:
         absolute = os.path.abspath(path)
         inside = absolute.startswith(str(root) + os.sep)
         return os.path.relpath(absolute, root) if inside else Path(path).name
-    words = [shown(executable), shown(argv[0]), *argv[1:]]
-    return " ".join(shlex.quote(word) for word in words)
+
+    def flag(word: str) -> str:
+        name, _, value = word.partition("=")
+        if not (name.startswith("--") and os.path.isabs(value)):
+            return shlex.quote(word)
+        if os.path.abspath(value).startswith(str(root) + os.sep):
+            return shlex.quote(f"{name}={shown(value)}")
+        return f"{shlex.quote(name)}=${name[2:].upper()}"
+
+    words = [shlex.quote(shown(executable)), shlex.quote(shown(argv[0])),
+             *map(flag, argv[1:])]
+    return " ".join(words)
 
 
 # ----------------------------------------------------------------------------- workers

@@ -200,6 +200,9 @@ def ort_text(spec: dict) -> tuple[Callable[[list[str]], list[str]], str]:
     `BertTokenizerFast` builds from its `vocab.txt`) then ONNX Runtime, then argmax."""
     import numpy as np
 
+    # This worker runs in the torch environment, where this project is not installed:
+    # its own `core` is read from the checkout the script sits in.
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
     from core import extras
 
     with extras.needed("benchmarks"):  # the torch environment installs it too

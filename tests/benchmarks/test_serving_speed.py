@@ -110,6 +110,13 @@ class ServingSpeedTest(TestCase):
         self.assertEqual(serving_speed.command_line(["x.py"], "/usr/bin/python3", root),
                          "python3 x.py")
 
+    def test_command_shows_a_folder_outside_the_repository_as_a_variable(self):
+        root = Path("/somewhere/repo")
+        command = serving_speed.command_line(
+            ["x.py", "--glue_dir=/data/glue", f"--name={root / 'out'}", "--rounds=3"],
+            "/usr/bin/python3", root)
+        self.assertEqual(command, "python3 x.py --glue_dir=$GLUE_DIR --name=out --rounds=3")
+
     def test_report_holds_every_section_and_the_machine(self):
         results = {"encoder": {("minilm", 1, "ours"): [0.02], ("minilm", 1, "ort"): [0.04]},
                    "encoder_cpu": {("minilm", 1, "ours"): [0.03], ("minilm", 1, "ort"): [0.05]},
