@@ -3,6 +3,7 @@
 import csv
 import importlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -54,6 +55,12 @@ def launched(command: list[str], file_size_limit: int | None = None) -> list[str
     limit = -1 if file_size_limit is None else file_size_limit
     return [sys.executable, "-c", _LAUNCHER, str(limit), *command]
 GOLDEN = REPO / "tests" / "golden"
+# What chooses TensorFlow's kernels and splits its sums among threads: a child process whose
+# float32 outputs are compared with this one's to 1e-6 is given the same (sums added in
+# another order differ by more).
+SAME_KERNELS = {name: os.environ[name] for name in (
+    "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+    if name in os.environ}
 TINY_CONFIG = {"vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
                "num_attention_heads": 2, "intermediate_size": 64,
                "max_position_embeddings": 64}

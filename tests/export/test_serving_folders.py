@@ -22,7 +22,7 @@ from network.checkpoints import export_google_checkpoint
 from network.config import BertConfig
 from tests.export.exported_models import without_graph_rewrites
 from tests.export.lite_runner import RUNTIME, lite_runner
-from tests.fixtures import REPO, TINY_CONFIG, TestCase, launched, run_main
+from tests.fixtures import REPO, SAME_KERNELS, TINY_CONFIG, TestCase, launched, run_main
 from tests.modeling.tiny_folder import tiny_folder
 from tests.network.test_input_checks import BAD_INPUTS, with_bad_value
 
@@ -137,7 +137,8 @@ class ClassifierExportTest(TestCase):
         np.savez(inputs, **self.ids)
         subprocess.run([sys.executable, "-c", _NUMERIC_USER, str(self.float / "model" / "1"),
                         str(inputs), str(out)], check=True, cwd=self.root,
-                       env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"})
+                       env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2",
+                            **SAME_KERNELS})
         served, expected = np.load(out), self.float_outputs
         self.assertEqual(sorted(served.files), ["logits", "probabilities"])
         for name in served.files:

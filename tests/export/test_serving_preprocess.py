@@ -18,7 +18,7 @@ from export.model_exports import export_model
 from modeling import BertClassifier, BertSpanModel, BertTextEmbedder, BertTokenTagger
 from modeling.preprocessor import load_preprocessor
 from tasks.squad import SquadTask
-from tests.fixtures import TestCase, tiny_config, write_tiny_config
+from tests.fixtures import SAME_KERNELS, TestCase, tiny_config, write_tiny_config
 from tests.modeling.tiny_folder import tiny_folder
 from text import answer_spans
 
@@ -234,7 +234,8 @@ class EveryKindServingTest(TestCase):
                           str(self.root / f"{kind}_ids.npz"), str(self.root / f"{kind}.npz")]
             expected[kind] = self._numeric(kind, ids)
         subprocess.run([sys.executable, "-c", _NUMERIC_USER, *arguments], check=True,
-                       cwd=self.root, env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"})
+                       cwd=self.root, env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2",
+                                           **SAME_KERNELS})
         for kind, outputs in expected.items():
             served = np.load(self.root / f"{kind}.npz")
             self.assertEqual(sorted(served.files), sorted(outputs), kind)
