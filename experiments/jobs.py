@@ -247,6 +247,8 @@ def run_job(job: Job, cache: Cache, runner: Runner, threads: int | None = None) 
     folder, output = cache.folder(job), cache.output(job)
     if output.exists() and not job.resumable:
         shutil.rmtree(output)  # what a killed run left: start it afresh
+    # Continued from what a killed run left: the times below are this attempt's only.
+    resumed = output.is_dir() and any(output.iterdir())
     output.mkdir(parents=True, exist_ok=True)
     if job.model is not None:
         vocab = Path(cache.resolve(job.inputs["vocab_file"]))
@@ -269,6 +271,8 @@ def run_job(job: Job, cache: Cache, runner: Runner, threads: int | None = None) 
     if curve:
         result["train_loss"] = curve
     result["seconds"] = round(time.monotonic() - started, 1)
+    if resumed:
+        result["resumed"] = True
     if job.keep is not None:
         _prune(output, job.keep)
     write_atomically(folder / RESULT_FILE, json.dumps(result, indent=1, sort_keys=True) + "\n")

@@ -131,6 +131,8 @@ def cell_details(cell: dict) -> list[str]:
         if side["done"]:
             lines.append(f"- wall {side['seconds'] / 3600:.2f} h, CPU "
                          f"{(side['cpu_seconds'] or math.nan) / 3600:.2f} h"
+                         + (" (the last attempt's: resumed after an interruption)"
+                            if side.get("resumed") else "")
                          + "".join(f"; {name}: {count:,} examples, {cut} truncated"
                                    for name, (count, cut) in side.get("examples", {}).items()))
         else:
@@ -187,7 +189,10 @@ def _time(side: dict, trained: int) -> tuple[str, str]:
     if not side.get("done") or not side.get("cpu_seconds"):
         return "waiting", "waiting"
     hours = f"{side['seconds'] / 3600:.2f} / {side['cpu_seconds'] / 3600:.2f}"
-    return hours, f"{trained / side['cpu_seconds']:.1f}" if trained else "n/a"
+    rate = f"{trained / side['cpu_seconds']:.1f}" if trained else "n/a"
+    if side.get("resumed"):  # the last attempt's time only, so bounds on the whole job's
+        return f"at least {hours} (resumed)", f"at most {rate}" if trained else rate
+    return hours, rate
 
 
 def reduction(summary: dict) -> list[str]:

@@ -70,6 +70,7 @@ def job_summary(cache: Cache, job: Job, placeholders: dict[str, str]) -> dict:
                "runs": _runs(result), "seed": job.settings["random_seed"]}
     if result is not None:
         summary.update(seconds=result.get("seconds"), cpu_seconds=result.get("cpu_seconds"),
+                       resumed=result.get("resumed", False),
                        majority=result["eval_results"].get("eval_majority_class_accuracy"),
                        examples=_converted(cache.folder(job) / "log.txt"))
     return summary

@@ -141,6 +141,15 @@ class PaperTasksRenderTest(TestCase):
         self.assertIn("| MRPC, original optimizer | 1.00 / 1.50 | 6.1 | 1.00 / 1.50 | 6.1 | "
                       "1.00 / 1.50 |", text)
 
+    def test_a_resumed_sides_times_are_bounds(self):
+        summary = self.summary()
+        summary["cells"][0]["ours"]["resumed"] = True
+        text = paper_tasks_render.markdown(summary, "paper_tasks.png")
+        self.assertIn("| MRPC, original optimizer | at least 1.00 / 1.50 (resumed) | at most 6.1 "
+                      "| 1.00 / 1.50 | 6.1 |", text)
+        self.assertIn("wall 1.00 h, CPU 1.50 h (the last attempt's: resumed after an "
+                      "interruption)", text)
+
     def test_redrawing_keeps_the_other_sections_of_the_file(self):
         output = self.tmp_path()
         paper_tasks_render.render(self.summary(), output, "paper_tasks")

@@ -65,6 +65,22 @@ class RunInIdleTimeTest(tf.test.TestCase):
         self.assertEqual(ran, [("--task_name=fresh", "1", True)])
         self.assertEqual(cache.result(fresh)["eval_results"], {"eval_f1": 0.5})
 
+    def test_a_resumed_run_says_its_times_are_the_last_attempts(self):
+        cache = jobs.Cache(self.get_temp_dir())
+        fresh = _job("fresh")
+        continued = jobs.Job("run_classifier.py", {"task_name": "continued"}, resumable=True)
+        (cache.output(continued)).mkdir(parents=True)
+        (cache.output(continued) / "model.ckpt-50.index").write_text("left by a killed run")
+
+        def runner(arguments, log, environment):
+            Path(arguments[-1].split("=", 1)[1], "eval_results.txt").write_text("eval_f1 = 0.5\n")
+            return 2.0
+
+        self.assertNotIn("resumed", jobs.run_job(fresh, cache, runner))
+        result = jobs.run_job(continued, cache, runner)
+        self.assertTrue(result["resumed"])
+        self.assertEqual(result["cpu_seconds"], 2.0)
+
     def test_refuses_runs_whose_inputs_are_not_made_yet(self):
         cache = jobs.Cache(self.get_temp_dir())
         reader = _job("reader", init_checkpoint=jobs.Output(_job("maker")))
