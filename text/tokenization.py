@@ -248,7 +248,7 @@ class _TokenizerGraph(tf.Module):
     def __init__(self, tokens: tuple[str, ...], do_lower_case: bool):
         super().__init__(name="tokenizer_graph")
         self.do_lower_case = do_lower_case
-        self.unk_id = dict(zip(tokens, range(len(tokens))))[UNK_TOKEN]  # as `_Vocabulary`
+        self.unk_id = tokens.index(UNK_TOKEN)  # a vocabulary with repeats is refused when read
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=list(tokens), suffix_indicator=SUFFIX_INDICATOR,
             max_bytes_per_word=MAX_CHARS_PER_WORD * MAX_BYTES_PER_CHAR,
