@@ -1,5 +1,7 @@
 """Table 7's feature choices, the masked BiLSTM tagger, and the feature cache writer."""
 
+import contextlib
+import io
 import os
 
 import keras
@@ -83,8 +85,12 @@ class FeatureTaggerTest(TestCase, parameterized.TestCase):
     def test_write_features_matches_the_encoder(self):
         tmp_path = self.tmp_path()
         path = str(tmp_path / "cache" / "train.npy")
-        write_features(self.encoder, self.arrays, "sum_last_four", path, batch_size=2)
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):
+            write_features(self.encoder, self.arrays, "sum_last_four", path, batch_size=2)
         self.assertEqual(os.listdir(tmp_path / "cache"), ["train.npy"])  # no partial file left
+        count = len(self.arrays["input_ids"])
+        self.assertIn(f"{count}/{count}", shown.getvalue())  # the pass shows its progress
         written = np.load(path)
         self.assertEqual(written.dtype, np.float32)
         self.assertAllClose(written, sum(self.states[2:6]), rtol=1e-5, atol=1e-5)
