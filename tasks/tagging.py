@@ -268,9 +268,12 @@ class FeatureTagging(Tagging):
         logging.info("Training the BiLSTM tagger: %d epochs, Adam at learning rate %g", epochs,
                      rate)
         model.compile(optimizer=keras.optimizers.Adam(rate))
+        batches = self.batches("train", self.training.train_batch_size, seed)
+        progress = loop.ProgressLogger(  # the fine-tuning loop's lines and TensorBoard curves
+            model.optimizer, epochs * len(batches), self.training.train_batch_size,
+            self.training.log_every, os.path.join(output_dir, "logs", "train"))
         try:
-            model.fit(self.batches("train", self.training.train_batch_size, seed), epochs=epochs,
-                      verbose=2)
+            model.fit(batches, epochs=epochs, verbose=0, callbacks=[_EveryStep(progress)])
         except FitDiverged as error:  # that step was not applied; nothing was saved
             raise diverged(error.step, f"loss={error.loss:.6g}", None) from None
         return int(model.optimizer.iterations.numpy())
@@ -285,6 +288,18 @@ class FeatureTagging(Tagging):
 
     def logits(self, model: keras.Model, name: str, batch_size: int) -> np.ndarray:
         return model.predict(self.batches(name, batch_size), verbose=0)
+
+
+class _EveryStep(keras.callbacks.Callback):
+    """Hands `report` (a `loop.ProgressLogger`) each training step's number and logs."""
+
+    def __init__(self, report: loop.ProgressLogger):
+        super().__init__()
+        self.report, self.step = report, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        self.report(self.step, {key: float(value) for key, value in (logs or {}).items()})
 
 
 TASK = FineTuningTask(Tagging)

@@ -1,7 +1,10 @@
 """The driver's sweep over the feature-based tagger: Keras `fit` runs, a non-finite loss a row."""
 
+import contextlib
 import csv
+import io
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ import tensorflow as tf
 from core.arguments import FieldError
 from tasks.driver import sweep
 from tasks.tagging import FeatureTagging, Split, TaggingData, TaggingTask
-from tests.fixtures import TestCase
+from tests.fixtures import TestCase, event_scalars
 from training.configs import OptimizationConfig, TrainingConfig
 from training.divergence import TrainingDiverged
 
@@ -19,12 +22,13 @@ pytestmark = pytest.mark.slow  # two Keras fits of a BiLSTM
 
 class FeatureSweepTest(TestCase):
 
-    def _hooks(self, features: np.ndarray, rates=(1e-2, 3e-2)) -> FeatureTagging:
+    def _hooks(self, features: np.ndarray, rates=(1e-2, 3e-2), log_every=100) -> FeatureTagging:
         output_dir = str(self.tmp_path())
         task = TaggingTask(output_dir, mode="feature_based", do_train=True, do_eval=True,
                            lstm_units=4, learning_rates=rates)
         hooks = FeatureTagging(task, None, TrainingConfig(output_dir, max_seq_length=8,
-                                                          train_batch_size=4),
+                                                          train_batch_size=4,
+                                                          log_every=log_every),
                                tf.distribute.get_strategy())
         count = len(features)
         arrays = {"input_mask": np.ones((count, 8), np.int32),
@@ -49,6 +53,22 @@ class FeatureSweepTest(TestCase):
         self.assertEqual([(row["learning_rate"], row["dev_score"], row["chosen"])
                           for row in rows], [("0.01", "nan", ""), ("0.03", "nan", "")])
 
+
+    def test_training_shows_progress_lines_and_logs_its_loss_to_tensorboard(self):
+        features = np.random.default_rng(0).normal(size=(8, 8, 6)).astype(np.float32)
+        hooks = self._hooks(features, rates=(1e-2,), log_every=3)
+        output_dir = hooks.training.output_dir
+        shown = io.StringIO()
+        with contextlib.redirect_stderr(shown):  # 2 epochs of 2 batches: a line at 3 and 4
+            steps = hooks.train(hooks.build_model(), OptimizationConfig(
+                learning_rate=1e-2, num_train_epochs=2), seed=0, output_dir=output_dir)
+        self.assertEqual(steps, 4)
+        self.assertRegex(shown.getvalue(), r"step 3/4 .* examples/s .*loss=")
+        self.assertRegex(shown.getvalue(), r"step 4/4 .*ETA 0:00:00")
+        scalars = event_scalars(Path(output_dir) / "logs" / "train")
+        self.assertEqual([step for step, _ in scalars["loss"]], [3, 4])
+        self.assertTrue(all(np.isfinite(value) for _, value in scalars["loss"]))
+        self.assertAllClose([value for _, value in scalars["learning_rate"]], [1e-2, 1e-2])
 
     def test_a_lone_run_that_diverges_says_where_in_a_sentence(self):
         features = np.random.default_rng(0).normal(size=(8, 8, 6)).astype(np.float32)
