@@ -8,21 +8,25 @@ without tokens (empty or blank) makes a single-text input, as the original's
 tokens as the original's `_truncate_seq_pair` did: from the end of the
 currently longer segment, the second one on a tie.
 
-The layout is written once, in numpy (`layout_rows`), and used three ways:
-`pack_ids` for examples held as id lists (GLUE, SWAG, SQuAD, CoNLL,
-feature extraction), `pack` for token strings, and directly by pre-training,
-which chooses its own (random) truncation. `pack_ragged` does the same in
-the graph of an exported model, with tensorflow-text's `RoundRobinTrimmer`:
-giving the first segment the first unit of budget, then alternating, ends
-where popping from the longer one (ties: the second) ends. A test holds
-`pack_ragged` to `pack_ids` on random inputs, so serving cannot drift from
-training.
+The rules are written once, over arrays, and run on numpy or in the graph
+(`ArrayOps`): `kept_lengths` (how much of each segment survives) and
+`layout_rows` (where each token goes). `pack_ids` applies them to examples
+held as id lists (GLUE, SWAG, SQuAD, CoNLL, feature extraction), `pack` to
+token strings, pre-training calls `layout_rows` after its own (random)
+truncation, and `pack_ragged` runs both on ragged id tensors inside an
+exported model or a `tf.data` pipeline. Written as a few elementwise ops and
+one gather, the in-graph packer is a tenth of the graph that
+tensorflow-text's trimmer and `combine_segments` built (their ragged
+concatenation adds a runtime assertion per row partition), which every
+serving signature, preprocessor and TF Hub export traced and ran. A test
+holds `pack_ragged` to `pack_ids` on random inputs, so serving cannot drift
+from training.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -49,42 +53,71 @@ class PackedRows(NamedTuple):
     in_text: np.ndarray
 
 
-def truncate_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
-    """Truncates a pair in place to `max_length` tokens in total.
+class ArrayOps(NamedTuple):
+    """The array functions the packing rules use, which numpy and TensorFlow spell alike."""
 
-    One token at a time is removed from the end of the currently longer
-    sequence. Cutting the longer one, rather than the same share of each,
-    keeps as much of the short text as possible: a short text is more likely
-    to need every token to keep its meaning.
+    arange: Callable
+    where: Callable
+    take: Callable
+    minimum: Callable
+    maximum: Callable
+
+
+NUMPY_OPS = ArrayOps(lambda size: np.arange(size, dtype=np.int32), np.where, np.take,
+                     np.minimum, np.maximum)
+
+
+def tensorflow_ops() -> ArrayOps:
+    """`ArrayOps` for graph tensors (imported on use: see `pack_ragged`)."""
+    import tensorflow as tf
+
+    return ArrayOps(lambda size: tf.range(size, dtype=tf.int32), tf.where, tf.gather,
+                    tf.minimum, tf.maximum)
+
+
+def kept_lengths(a_length, b_length, max_seq_length, ops: ArrayOps = NUMPY_OPS) -> tuple:
+    """(A's kept length, B's kept length, is a pair) for rows of `max_seq_length` positions.
+
+    A row whose B has no token is a single text, as the original's `if
+    tokens_b:` made it, and keeps its first `max_seq_length - 2` tokens. A
+    pair shares `max_seq_length - 3`: the original's `_truncate_seq_pair`
+    removed one token at a time from the end of the currently longer segment
+    (the second on a tie). Cutting the longer one, rather than the same share
+    of each, keeps as much of the short text as possible: a short text is
+    more likely to need every token to keep its meaning. Its end state in
+    closed form: a segment of at most half the budget is kept whole and the
+    other fills the rest; two long ones split it, the first keeping the odd
+    token. The arguments are ints or arrays ([rows, 1] columns), so that
+    packing needs no loop over examples.
     """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        longer.pop()
+    budget = max_seq_length - 3
+    pair_a = ops.minimum(a_length, ops.maximum(budget - b_length, (budget + 1) // 2))
+    pair = b_length > 0
+    return (ops.where(pair, pair_a, ops.minimum(a_length, max_seq_length - 2)),
+            ops.where(pair, ops.minimum(b_length, budget - pair_a), 0), pair)
 
 
-def layout_rows(token_ids: np.ndarray, a_start: np.ndarray, a_length: np.ndarray,
-                b_start: np.ndarray, b_length: np.ndarray, pair: bool | np.ndarray,
-                max_seq_length: int, cls_id: int, sep_id: int) -> PackedRows:
+def layout_rows(token_ids, a_start, a_length, b_start, b_length, pair, max_seq_length,
+                cls_id: int, sep_id: int, ops: ArrayOps = NUMPY_OPS) -> PackedRows:
     """`[CLS] A [SEP] (B [SEP])` rows whose segments are ranges of one flat `token_ids` array.
 
     Start and length arguments are [rows, 1] columns; segments must already
     fit. `pair` (scalar or [rows, 1]) adds B and its [SEP]; a row that is not
     a pair must have `b_length` 0. Working on ranges of one array lets
-    pre-training lay out thousands of instances without building lists.
+    pre-training lay out thousands of instances without building lists, and
+    the same lines run in the graph (`ops`, with int32 columns there).
     `input_mask` and `segment_ids` come back boolean.
     """
-    rows = np.arange(len(a_start))[:, None]
-    position = np.arange(max_seq_length, dtype=np.int32)[None, :]
+    position = ops.arange(max_seq_length)[None, :]
     b_first = a_length + 2
     in_a = (position >= 1) & (position <= a_length)
     in_b = (position >= b_first) & (position < b_first + b_length)
     in_text = in_a | in_b
-    source = np.where(in_a, a_start - 1 + position, b_start - b_first + position)
-    input_ids = np.where(in_text, token_ids[np.where(in_text, source, 0)], 0).astype(np.int32)
-    length = a_length + 2 + np.where(pair, b_length + 1, 0)
-    input_ids[:, 0] = cls_id
-    input_ids[rows, a_length + 1] = sep_id
-    input_ids[rows, length - 1] = sep_id
+    source = ops.where(in_a, a_start - 1 + position, b_start - b_first + position)
+    text_ids = ops.where(in_text, ops.take(token_ids, ops.where(in_text, source, 0)), 0)
+    length = a_length + 2 + ops.where(pair, b_length + 1, 0)
+    is_sep = (position == a_length + 1) | (position == length - 1)
+    input_ids = ops.where(position == 0, cls_id, ops.where(is_sep, sep_id, text_ids))
     input_mask = position < length
     segment_ids = (position >= b_first) & input_mask & pair
     return PackedRows(input_ids, input_mask, segment_ids, in_text)
@@ -101,24 +134,26 @@ def pack_ids(ids_a: Sequence[Sequence[int]], ids_b: Sequence[Sequence[int] | Non
     _check_length(max_seq_length)
     if len(ids_a) != len(ids_b):
         raise ValueError(f"{len(ids_a)} first segments but {len(ids_b)} second ones")
-    flat: list[int] = []
-    columns: list[tuple[int, int, int, int, bool]] = []
-    for first, second in zip(ids_a, ids_b):
-        first, second, is_pair = list(first), list(second or ()), bool(second)
-        if is_pair:  # (still a pair when truncation leaves B no token)
-            truncate_pair(first, second, max_seq_length - 3)
-        else:
-            del first[max_seq_length - 2:]
-        columns.append((len(flat), len(first), len(flat) + len(first), len(second), is_pair))
-        flat += first + second
+    firsts = [list(first) for first in ids_a]
+    seconds = [list(second or ()) for second in ids_b]
+    a_length = np.asarray([len(first) for first in firsts], np.int32).reshape(-1, 1)
+    b_length = np.asarray([len(second) for second in seconds], np.int32).reshape(-1, 1)
+    a_start, b_start = _starts(a_length, b_length)
     # One spare id keeps the gather valid when no example has a token.
-    token_ids = np.asarray(flat + [0], dtype=np.int64)
-    table = np.asarray(columns, dtype=np.int64).reshape(-1, 5)
-    a_start, a_length, b_start, b_length, pair = (table[:, k:k + 1] for k in range(5))
-    packed = layout_rows(token_ids, a_start, a_length, b_start, b_length, pair.astype(bool),
-                         max_seq_length, cls_id, sep_id)
+    token_ids = np.asarray([*(i for first, second in zip(firsts, seconds)
+                              for i in first + second), 0], dtype=np.int32)
+    kept_a, kept_b, pair = kept_lengths(a_length, b_length, max_seq_length)
+    packed = layout_rows(token_ids, a_start, kept_a, b_start, kept_b, pair, max_seq_length,
+                         cls_id, sep_id)
     return {"input_ids": packed.input_ids, "input_mask": packed.input_mask.astype(np.int32),
             "segment_ids": packed.segment_ids.astype(np.int32)}
+
+
+def _starts(a_length: np.ndarray, b_length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each row's A and B begin when the rows' segments are laid end to end, A B A B."""
+    ends = np.cumsum(a_length + b_length)
+    a_start = (ends - (a_length + b_length)[:, 0]).reshape(-1, 1).astype(np.int32)
+    return a_start, a_start + a_length
 
 
 def pack(tokens_a: Sequence[str], tokens_b: Sequence[str] | None, max_seq_length: int,
@@ -149,38 +184,38 @@ def pack_ragged(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, max_seq_l
     A row whose `ids_b` is empty packs as a single text, as `pack_ids` does.
     `max_seq_length` may be a scalar tensor (checked by the caller then).
     `ids_a` and `ids_b` of different batch sizes are one InvalidArgumentError
-    naming them by `names` (the caller's arguments), raised before
-    tensorflow-text's trimmer, which would read past a buffer.
+    naming them by `names` (the caller's arguments), raised before any
+    position is read.
     """
     # Imported here, not at the top: pre-training's main process imports this module and must
     # stay free of TensorFlow (its workers are forked, and TensorFlow is not fork-safe).
     import tensorflow as tf
-    import tensorflow_text as tf_text
 
     from text.graph_checks import same_rows
 
     if isinstance(max_seq_length, int):
         _check_length(max_seq_length)
-    if ids_b is not None:
+    ops = tensorflow_ops()
+    if ids_b is None:
+        ids_b = tf.RaggedTensor.from_row_splits(
+            tf.zeros([0], ids_a.flat_values.dtype), tf.zeros_like(ids_a.row_splits),
+            validate=False)
+    else:
         ids_a, ids_b = same_rows(ids_a, ids_b, names)
 
-    def combine(segments: list[tf.RaggedTensor]) -> dict[str, tf.Tensor]:
-        budget = max_seq_length - 1 - len(segments)
-        trimmed = tf_text.RoundRobinTrimmer(budget, axis=-1).trim(segments)
-        ids, segment_ids = tf_text.combine_segments(
-            trimmed, start_of_sequence_id=cls_id, end_of_segment_id=sep_id)
-        input_ids, input_mask = tf_text.pad_model_inputs(ids, max_seq_length)
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length)
-        return {"input_ids": tf.cast(input_ids, tf.int32),
-                "input_mask": tf.cast(input_mask, tf.int32),
-                "segment_ids": tf.cast(segment_ids, tf.int32)}
+    def column(lengths: tf.Tensor) -> tf.Tensor:
+        return tf.cast(lengths, tf.int32)[:, None]
 
-    single = combine([ids_a])
-    if ids_b is None:
-        return single
-    pair = combine([ids_a, ids_b])
-    has_b = (ids_b.row_lengths() > 0)[:, None]
-    return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
+    kept_a, kept_b, pair = kept_lengths(column(ids_a.row_lengths()),
+                                        column(ids_b.row_lengths()), max_seq_length, ops)
+    flat_a = tf.cast(ids_a.flat_values, tf.int32)
+    token_ids = tf.concat([flat_a, tf.cast(ids_b.flat_values, tf.int32), [0]], axis=0)
+    packed = layout_rows(token_ids, column(ids_a.row_starts()), kept_a,
+                         column(ids_b.row_starts()) + tf.size(flat_a), kept_b, pair,
+                         max_seq_length, cls_id, sep_id, ops)
+    return {"input_ids": packed.input_ids,
+            "input_mask": tf.cast(packed.input_mask, tf.int32),
+            "segment_ids": tf.cast(packed.segment_ids, tf.int32)}
 
 
 def _check_length(max_seq_length: int) -> None:

@@ -4,12 +4,20 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from text.sentence_pairs import pack, pack_ids, pack_ragged, truncate_pair
+from text.sentence_pairs import kept_lengths, pack, pack_ids, pack_ragged
 
 VOCAB = {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3, "b": 4, "c": 5, "d": 6}
 
 
 CLS, SEP = 1, 2
+
+
+def truncate_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
+    """The original's `_truncate_seq_pair`, in place: one token at a time from the end of the
+    currently longer segment, the second on a tie."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        longer.pop()
 
 
 def _random_examples(seed: int, max_seq_length: int, count: int = 200):
@@ -75,14 +83,28 @@ class SentencePairsTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(packed.tokens, ["[CLS]", "a", "b", "[SEP]"])
 
     def test_pair_truncation_cuts_longer_first(self):
-        tokens_a, tokens_b = ["a", "b", "c", "d", "a"], ["b", "c"]
-        truncate_pair(tokens_a, tokens_b, 5)
-        self.assertEqual(tokens_a, ["a", "b", "c"])
-        self.assertEqual(tokens_b, ["b", "c"])
-        tokens_a, tokens_b = ["a", "b"], ["b", "c", "d"]
-        truncate_pair(tokens_a, tokens_b, 2)
-        self.assertEqual(tokens_a, ["a"])
-        self.assertEqual(tokens_b, ["b"])
+        self.assertEqual(pack(["a", "b", "c", "d", "a"], ["b", "c"], 8, VOCAB).tokens,
+                         ["[CLS]", "a", "b", "c", "[SEP]", "b", "c", "[SEP]"])
+        self.assertEqual(pack(["a", "b"], ["b", "c", "d"], 5, VOCAB).tokens,
+                         ["[CLS]", "a", "[SEP]", "b", "[SEP]"])
+
+    def test_kept_lengths_are_where_the_originals_loop_ends(self):
+        """The closed form against `_truncate_seq_pair` for every pair of lengths up to 40
+        and every length from 3 to 43, as ints and as one array."""
+        cases = [(a, b, length) for a in range(41) for b in range(41) for length in range(3, 44)]
+        expected = []
+        for a, b, length in cases:
+            first, second = list(range(a)), list(range(b))
+            if b:
+                truncate_pair(first, second, length - 3)
+            else:
+                del first[length - 2:]
+            expected.append((len(first), len(second), b > 0))
+        self.assertEqual([tuple(int(x) for x in kept_lengths(a, b, length))
+                          for a, b, length in cases[::97]], expected[::97])
+        columns = np.asarray(cases).T[:, :, None]
+        kept_a, kept_b, pair = kept_lengths(*columns)
+        self.assertAllEqual(np.concatenate([kept_a, kept_b, pair], axis=1), expected)
 
     def test_inputs_are_not_modified(self):
         tokens_a = ["a", "b", "c"]
@@ -118,7 +140,8 @@ class SentencePairsTest(tf.test.TestCase, parameterized.TestCase):
             self.assertAllEqual(singles[key].numpy(), expected_singles[key], msg=key)
 
     def test_in_graph_packer_refuses_segments_of_different_batch_sizes(self):
-        """tensorflow-text's trimmer read past a buffer on them (a crash, or garbage ids)."""
+        """Unguarded, one row of ids_b would broadcast over every row of ids_a: wrong ids, no
+        error."""
         ids_a = tf.ragged.constant([[3, 4], [5], [6, 7, 8]], dtype=tf.int64)
         ids_b = tf.ragged.constant([[3]], dtype=tf.int64)
         spec = tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)
