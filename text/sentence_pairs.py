@@ -114,11 +114,13 @@ def layout_rows(token_ids, a_start, a_length, b_start, b_length, pair, max_seq_l
     in_b = (position >= b_first) & (position < b_first + b_length)
     in_text = in_a | in_b
     source = ops.where(in_a, a_start - 1 + position, b_start - b_first + position)
-    text_ids = ops.where(in_text, ops.take(token_ids, ops.where(in_text, source, 0)), 0)
     length = a_length + 2 + ops.where(pair, b_length + 1, 0)
-    is_sep = (position == a_length + 1) | (position == length - 1)
-    input_ids = ops.where(position == 0, cls_id, ops.where(is_sep, sep_id, text_ids))
     input_mask = position < length
+    # The positions of a row that hold no text are [CLS] (the first) and the [SEP]s. Written
+    # from `position` to keep its int32: numpy would make a choice of two bare ints int64.
+    marks = ops.where(position == 0, position + cls_id, position * 0 + sep_id)
+    special = ops.where(input_mask, marks, 0)
+    input_ids = ops.where(in_text, ops.take(token_ids, ops.where(in_text, source, 0)), special)
     segment_ids = (position >= b_first) & input_mask & pair
     return PackedRows(input_ids, input_mask, segment_ids, in_text)
 
