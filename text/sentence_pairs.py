@@ -153,8 +153,8 @@ def pack_ids(ids_a: Sequence[Sequence[int]], ids_b: Sequence[Sequence[int] | Non
 
 def _starts(a_length: np.ndarray, b_length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each row's A and B begin when the rows' segments are laid end to end, A B A B."""
-    ends = np.cumsum(a_length + b_length)
-    a_start = (ends - (a_length + b_length)[:, 0]).reshape(-1, 1).astype(np.int32)
+    lengths = a_length + b_length
+    a_start = (np.cumsum(lengths) - lengths[:, 0]).astype(np.int32).reshape(-1, 1)
     return a_start, a_start + a_length
 
 
